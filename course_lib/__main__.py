@@ -1,0 +1,29 @@
+"""Command line of the course library: ``python -m course_lib doctor``.
+
+Introduced in notebooks/00_setup.ipynb.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the command line and run the chosen command; returns the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m course_lib",
+                                     description="Tools of the distributed deep learning course.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("doctor", help="check the environment and print what to fix")
+    args = parser.parse_args(argv)
+    if args.command == "doctor":
+        from course_lib.doctor import run_checks
+
+        report = run_checks()
+        print(report.text())
+        return 0 if report.ok else 1
+    return 2  # pragma: no cover - argparse rejects unknown commands
+
+
+if __name__ == "__main__":
+    sys.exit(main())

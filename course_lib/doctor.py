@@ -1,0 +1,223 @@
+"""Environment check: ``python -m course_lib doctor``.
+
+Checks everything the course needs and prints a short report, one line per item; each missing
+piece gets one line with the exact remedy. The exit status is non-zero when something the course
+needs is missing (warnings, such as "no GPU", do not fail).
+
+Introduced in notebooks/00_setup.ipynb.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as metadata
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["Check", "DoctorReport", "run_checks", "horovod_build_info"]
+
+PYTHON_REQUIRED = (3, 11)
+SETUP_HINT = "run `make setup` in the course folder (it installs the pinned stack into .venv)"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of the doctor's report.
+
+    Attributes:
+        name: What was checked, e.g. ``"TensorFlow"``.
+        status: ``"ok"``, ``"warn"`` (works, but worth knowing) or ``"fail"`` (the course needs it).
+        detail: What was found.
+        remedy: The exact command or step that fixes a failure or warning ("" when ok).
+    """
+
+    name: str
+    status: str
+    detail: str
+    remedy: str = ""
+
+    def line(self) -> str:
+        """The report line: status tag, name, detail, and ``→ remedy`` where there is one."""
+        tag = {"ok": "  ok", "warn": "warn", "fail": "FAIL"}[self.status]
+        text = f"[{tag}] {self.name}: {self.detail}"
+        return f"{text}\n       → {self.remedy}" if self.remedy else text
+
+
+@dataclass
+class DoctorReport:
+    """All checks, in order. ``ok`` is False when any check failed."""
+
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(check.status != "fail" for check in self.checks)
+
+    def text(self) -> str:
+        """The printed report, ending with a one-line verdict."""
+        lines = [check.line() for check in self.checks]
+        failed = [c.name for c in self.checks if c.status == "fail"]
+        lines.append("Verdict: ready for the course." if not failed
+                     else f"Verdict: NOT ready — fix: {', '.join(failed)}.")
+        return "\n".join(lines)
+
+
+def _version(*dists: str) -> str | None:
+    for dist in dists:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _pin(name: str) -> str | None:
+    """The pinned version of ``name`` from requirements/constraints.txt, when the file is present."""
+    constraints = Path(__file__).resolve().parents[1] / "requirements" / "constraints.txt"
+    if not constraints.is_file():
+        return None
+    pattern = re.compile(rf"^{re.escape(name)}==(\S+)", re.IGNORECASE)
+    for raw in constraints.read_text().splitlines():
+        match = pattern.match(raw.strip())
+        if match:
+            return match.group(1)
+    return None
+
+
+def _check_version(name: str, dists: tuple[str, ...], pin_name: str) -> Check:
+    found = _version(*dists)
+    wanted = _pin(pin_name)
+    if found is None:
+        return Check(name, "fail", "not installed", SETUP_HINT)
+    if wanted and found != wanted:
+        return Check(name, "fail", f"{found} installed, the course is tested with {wanted}",
+                     f"{SETUP_HINT} (or: pip install -c requirements/constraints.txt {pin_name}=={wanted})")
+    return Check(name, "ok", found)
+
+
+def horovod_build_info(horovodrun: str | None = None, timeout: float = 120.0) -> dict[str, bool]:
+    """Parse ``horovodrun --check-build`` into ``{"TensorFlow": True, "Gloo": True, ...}``.
+
+    Args:
+        horovodrun: Path of the ``horovodrun`` executable (default: next to this interpreter, then PATH).
+        timeout: Seconds to wait for the check.
+
+    Returns:
+        Each framework, controller and tensor operation Horovod lists, mapped to whether it is built in
+        (controllers and operations share names such as MPI and Gloo; a name is True if any section marks it).
+        Empty when horovodrun is missing or fails.
+    """
+    exe = horovodrun or _horovodrun_path()
+    if exe is None:
+        return {}
+    try:
+        proc = subprocess.run([exe, "--check-build"], capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    info: dict[str, bool] = {}
+    for match in re.finditer(r"\[(X| )\]\s+(\w+)", proc.stdout):
+        info[match.group(2)] = info.get(match.group(2), False) or match.group(1) == "X"
+    return info
+
+
+def _horovodrun_path() -> str | None:
+    beside = Path(sys.executable).with_name("horovodrun")
+    return str(beside) if beside.exists() else shutil.which("horovodrun")
+
+
+def _check_python() -> Check:
+    found = sys.version_info[:2]
+    text = f"{sys.version.split()[0]} ({sys.executable})"
+    if found != PYTHON_REQUIRED:
+        return Check("Python", "fail", text, "the course needs Python 3.11: "
+                     "run `make setup` and use the course kernel / .venv/bin/python")
+    return Check("Python", "ok", text)
+
+
+def _check_horovod(gpus: list[str]) -> list[Check]:
+    version_check = _check_version("Horovod", ("horovod",), "horovod")
+    if version_check.status == "fail":
+        return [version_check]
+    info = horovod_build_info()
+    if not info:
+        return [version_check, Check("Horovod build", "fail", "`horovodrun --check-build` did not run",
+                                     "rebuild it: COURSE_FORCE_SETUP=1 make setup")]
+    built = [name for name in ("TensorFlow", "Gloo", "MPI", "NCCL") if info.get(name)]
+    checks = [version_check]
+    detail = "built with " + ", ".join(built)
+    if not info.get("TensorFlow"):
+        checks.append(Check("Horovod build", "fail", detail + " — TensorFlow missing",
+                            "rebuild after TensorFlow: COURSE_FORCE_SETUP=1 make setup"))
+    elif not info.get("Gloo"):
+        checks.append(Check("Horovod build", "fail", detail + " — Gloo missing",
+                            "rebuild with HOROVOD_WITH_GLOO=1: COURSE_FORCE_SETUP=1 make setup (needs cmake)"))
+    elif not info.get("MPI"):
+        checks.append(Check("Horovod build", "warn", detail + " (no MPI controller: --gloo only)",
+                            "sudo apt-get install -y libopenmpi-dev openmpi-bin, then COURSE_FORCE_SETUP=1 make setup"))
+    elif gpus and not info.get("NCCL"):
+        checks.append(Check("Horovod build", "warn", detail + " (GPUs present but no NCCL)",
+                            "rebuild with HOROVOD_GPU_OPERATIONS=NCCL: COURSE_GPU=1 COURSE_FORCE_SETUP=1 make setup"))
+    else:
+        checks.append(Check("Horovod build", "ok", detail))
+    return checks
+
+
+def _check_devices(gpus: list[str]) -> list[Check]:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    checks = [Check("CPU cores", "ok", str(cores))]
+    if gpus:
+        checks.append(Check("GPUs", "ok", f"{len(gpus)}: " + "; ".join(gpus)))
+    else:
+        checks.append(Check("GPUs", "ok", "none — this is a CPU-only machine; the course simulates "
+                            "devices by splitting the CPU and runs Horovod workers as CPU processes"))
+    return checks
+
+
+def _check_data() -> Check:
+    from course_lib import data
+
+    explicit = os.environ.get("COURSE_DATA_DIR")
+    try:
+        if explicit:
+            directory = Path(explicit).expanduser()
+            missing = [s for s in data.IDX_SHA256 if not (directory / f"{s}.gz").is_file()]
+            if missing:
+                return Check("Fashion-MNIST", "fail",
+                             f"COURSE_DATA_DIR={directory} lacks {', '.join(m + '.gz' for m in missing)}",
+                             "put the four Fashion-MNIST .gz files there, or unset COURSE_DATA_DIR to use "
+                             "/usr/share/datasets/fashion-mnist (sudo apt-get install dataset-fashion-mnist)")
+        else:
+            directory = data.find_raw_files()
+        data.verify_raw_files(directory)
+    except data.DataError as error:
+        return Check("Fashion-MNIST", "fail", str(error).splitlines()[0],
+                     "sudo apt-get install dataset-fashion-mnist (or set COURSE_DATA_DIR to a folder "
+                     "holding the four original .gz files)")
+    return Check("Fashion-MNIST", "ok", f"{directory} (4 files, sha256 of the images and labels match the "
+                 "published dataset)")
+
+
+def run_checks() -> DoctorReport:
+    """Run every check and return the report (nothing is printed).
+
+    Returns:
+        The report; ``report.ok`` is False when something the course needs is missing.
+    """
+    from course_lib.devices import gpu_names
+
+    gpus = gpu_names()
+    report = DoctorReport()
+    report.checks.append(_check_python())
+    tf_dist = ("tensorflow", "tensorflow-cpu") if gpus else ("tensorflow-cpu", "tensorflow")
+    report.checks.append(_check_version("TensorFlow", tf_dist, "tensorflow-cpu"))
+    report.checks.extend(_check_horovod(gpus))
+    report.checks.extend(_check_devices(gpus))
+    report.checks.append(_check_data())
+    report.checks.append(_check_version("tensorflow-datasets", ("tensorflow-datasets",), "tensorflow-datasets"))
+    report.checks.append(_check_version("JupyterLab", ("jupyterlab",), "jupyterlab"))
+    report.checks.append(_check_version("ipywidgets", ("ipywidgets",), "ipywidgets"))
+    return report

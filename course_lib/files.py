@@ -1,0 +1,73 @@
+"""Atomic file writes, so that no reader ever sees a half-written file.
+
+Every file the course writes (run records, checkpoints' metadata, benchmark results) goes
+through these helpers: the content is written to a temporary file in the same directory,
+flushed to disk, then renamed over the target in one step.
+
+Introduced in notebooks/02_mirrored_strategy.ipynb (run records saved between cells).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_json"]
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically.
+
+    Args:
+        path: Target file. Its parent directory is created if missing.
+        data: The complete content.
+
+    Returns:
+        The target path.
+
+    Raises:
+        OSError: If the directory cannot be created or written; the target is left untouched
+            and no temporary file is left behind.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, target)
+    except BaseException:
+        try:
+            os.unlink(tmp_name)
+        except FileNotFoundError:
+            pass
+        raise
+    return target
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically. See :func:`atomic_write_bytes`."""
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: str | os.PathLike[str], obj: Any, *, indent: int = 2) -> Path:
+    """Serialise ``obj`` as JSON and write it to ``path`` atomically.
+
+    Args:
+        path: Target file.
+        obj: Any JSON-serialisable object.
+        indent: Indentation of the JSON text.
+
+    Returns:
+        The target path.
+
+    Raises:
+        TypeError: If ``obj`` is not JSON-serialisable (raised before anything is written).
+    """
+    text = json.dumps(obj, indent=indent, sort_keys=True) + "\n"
+    return atomic_write_text(path, text)

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Course set-up: everything `make lab` and `make test` need, from a bare Debian/Ubuntu machine.
+#
+#   1. system packages (compiler, cmake, Open MPI, Debian's Fashion-MNIST, Chromium) when root with apt;
+#      otherwise the exact list to install is printed and set-up goes on where it can;
+#   2. a Python 3.11 virtual environment in .venv/;
+#   3. the pinned stack from requirements/constraints.txt (tensorflow-cpu, or tensorflow[and-cuda] where
+#      nvidia-smi sees a GPU or COURSE_GPU=1), course_lib installed editable;
+#   4. Horovod compiled against that TensorFlow (Gloo + MPI; NCCL on GPU hosts);
+#   5. the venv's Jupyter kernel registered as `python3`.
+#
+# Idempotent: a stamp in .venv records what was installed; a second run checks it and returns in seconds.
+# Variables: PYTHON (interpreter to build the venv from), COURSE_VENV (venv path), COURSE_GPU (1/0 to force
+# the GPU/CPU build), COURSE_SKIP_APT=1 (never call apt-get), COURSE_FORCE_SETUP=1 (ignore the stamp).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VENV=${COURSE_VENV:-$ROOT/.venv}
+CONSTRAINTS=$ROOT/requirements/constraints.txt
+APT_PACKAGES=(g++ cmake make libopenmpi-dev openmpi-bin dataset-fashion-mnist chromium)
+START=$(date +%s)
+
+say() { printf '[setup] %s\n' "$*"; }
+die() { printf '[setup] ERROR: %s\n' "$*" >&2; exit 1; }
+pin() {  # pin NAME -> version from the constraints file (the one place pins live)
+    local v
+    v=$(grep -i -E "^$1==" "$CONSTRAINTS" | head -n1 | cut -d= -f3)
+    [ -n "$v" ] || die "no pin for $1 in $CONSTRAINTS"
+    printf '%s' "$v"
+}
+
+# --- 1. system packages ---------------------------------------------------------------------------
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+    status=$(dpkg-query -W -f='${Status}' "$p" 2>&1 || true)  # a probe: its answer is read, not shown
+    [[ "$status" == *"install ok installed"* ]] || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && [ "${COURSE_SKIP_APT:-0}" != 1 ]; then
+        say "installing system packages: ${missing[*]}"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends "${missing[@]}"
+    else
+        say "WARNING: these system packages are missing and set-up cannot install them (needs root and apt):"
+        say "    sudo apt-get install -y ${missing[*]}"
+        say "continuing: without g++/cmake Horovod cannot be built; without dataset-fashion-mnist the data"
+        say "must be downloaded (online) or COURSE_DATA_DIR set; without openmpi-bin only Gloo is available."
+    fi
+fi
+
+# --- 2. interpreter and venv -------------------------------------------------------------------------
+variant=cpu
+if [ "${COURSE_GPU:-}" = 1 ]; then
+    variant=gpu
+elif [ "${COURSE_GPU:-}" != 0 ] && command -v nvidia-smi >/dev/null; then
+    gpus=$(nvidia-smi -L 2>&1 || true)
+    if grep -q '^GPU ' <<<"$gpus"; then variant=gpu; else say "nvidia-smi found no GPU: $gpus"; fi
+fi
+
+stamp_id=$( { cat "$CONSTRAINTS" "$ROOT/pyproject.toml" "${BASH_SOURCE[0]}"; echo "$variant"; } | sha256sum | cut -c1-16)
+STAMP=$VENV/.course-setup-$stamp_id
+if [ -f "$STAMP" ] && [ "${COURSE_FORCE_SETUP:-0}" != 1 ] && [ -x "$VENV/bin/horovodrun" ] \
+        && "$VENV/bin/python" -c "import course_lib"; then
+    say "already set up ($variant build, stamp $stamp_id); checked in $(( $(date +%s) - START )) s"
+    exit 0
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+    py=${PYTHON:-}
+    if [ -z "$py" ]; then
+        for cand in python3.11 python3; do
+            if command -v "$cand" >/dev/null && "$cand" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+                py=$cand; break
+            fi
+        done
+    fi
+    [ -n "$py" ] || die "Python 3.11 not found (TensorFlow 2.15 and Horovod 0.28.1 are pinned for it).
+    Install it (Debian/Ubuntu: sudo apt-get install python3.11 python3.11-venv; or pyenv install 3.11),
+    or point PYTHON=/path/to/python3.11, or use conda: conda env create -f environment.yml"
+    "$py" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' \
+        || die "$py is Python $("$py" -c 'import sys; print(*sys.version_info[:2], sep=".")'); the course needs 3.11."
+    say "creating $VENV with $py"
+    "$py" -m venv "$VENV" || die "could not create the venv (Debian/Ubuntu: sudo apt-get install python3.11-venv)"
+fi
+PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
+
+# --- 3. the pinned stack ------------------------------------------------------------------------------
+say "installing the pinned stack ($variant build of TensorFlow $(pin tensorflow-cpu))"
+"${PIP[@]}" install -q "pip==$(pin pip)" "setuptools==$(pin setuptools)" "wheel==$(pin wheel)"
+"${PIP[@]}" install -q -c "$CONSTRAINTS" -e "$ROOT[$variant,test]"
+
+# --- 4. Horovod, compiled against this TensorFlow ------------------------------------------------------
+HVD_VERSION=$(pin horovod)
+hvd_has_tf() {  # capture first: grep -q would close the pipe early and fail the pipeline
+    local out
+    out=$("$VENV/bin/horovodrun" --check-build 2>&1) || return 1
+    grep -q '\[X\] TensorFlow' <<<"$out"
+}
+if "$VENV/bin/python" -c "import horovod, sys; sys.exit(horovod.__version__ != '$HVD_VERSION')" && hvd_has_tf; then
+    say "Horovod $HVD_VERSION already built with TensorFlow"
+else
+    command -v g++ >/dev/null && command -v cmake >/dev/null \
+        || die "Horovod needs a C++ compiler and cmake: sudo apt-get install -y g++ cmake (then run again)"
+    export HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1
+    if command -v mpicxx >/dev/null; then export HOROVOD_WITH_MPI=1; fi
+    if [ "$variant" = gpu ]; then export HOROVOD_GPU_OPERATIONS=NCCL; fi
+    export MAKEFLAGS="-j$(nproc)"
+    say "building Horovod $HVD_VERSION against TensorFlow (about 2-4 minutes on 2 cores)"
+    "${PIP[@]}" uninstall -q -y horovod || true
+    "${PIP[@]}" install -q --no-cache-dir --no-build-isolation -c "$CONSTRAINTS" "horovod==$HVD_VERSION"
+    hvd_has_tf || die "Horovod was built without TensorFlow support; see the build log above"
+fi
+
+# --- 5. Jupyter kernel --------------------------------------------------------------------------------
+"$VENV/bin/python" -m ipykernel install --sys-prefix --name python3 \
+    --display-name "Python 3 (course .venv)" >/dev/null
+
+rm -f "$VENV"/.course-setup-*
+date -u +%FT%TZ > "$STAMP"
+say "done in $(( $(date +%s) - START )) s; check it with: make doctor"
