@@ -45,6 +45,8 @@ def lab_command(*, port: int = 8888, ip: str = "127.0.0.1", token: str | None = 
                "--ServerApp.open_browser=False", "--LabApp.news_url=",
                "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
                "--MappingKernelManager.default_kernel_name=python3"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        command.append("--ServerApp.allow_root=True")  # containers and CI machines often run as root
     if token is not None:
         command.append(f"--IdentityProvider.token={token}")
     command.extend(extra)

@@ -162,9 +162,9 @@ def test_lab_starts_headless_and_answers(tmp_path: Path) -> None:
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
            "JUPYTER_CONFIG_DIR": str(tmp_path / "config"), "JUPYTER_DATA_DIR": str(tmp_path / "data")}
     env.pop("JUPYTER_PATH", None)
+    log = (tmp_path / "lab.log").open("w")
     proc = subprocess.Popen(lab_command(port=port, token="course-test"), env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         status = None
         deadline = time.monotonic() + 90
@@ -177,7 +177,7 @@ def test_lab_starts_headless_and_answers(tmp_path: Path) -> None:
                     break
             except OSError:
                 time.sleep(0.5)
-        assert status == 200, f"JupyterLab did not answer on port {port}"
+        assert status == 200, f"JupyterLab did not answer on port {port}:\n" + (tmp_path / "lab.log").read_text()
         kernels = urllib.request.Request(f"http://127.0.0.1:{port}/api/kernelspecs",
                                          headers={"Authorization": "token course-test"})
         with urllib.request.urlopen(kernels, timeout=5) as response:
@@ -190,6 +190,7 @@ def test_lab_starts_headless_and_answers(tmp_path: Path) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, 9)
             proc.wait()
+        log.close()
     assert proc.returncode is not None
 
 
