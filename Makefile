@@ -33,7 +33,7 @@ test-notebooks: setup
 	$(PY) -m pytest notebooks $(PYTEST_ARGS)
 
 notebooks: setup
-	$(PY) -m course_lib.notebook_tools execute notebooks
+	$(PY) tools/run_notebooks.py
 
 bench: setup
 	$(PY) benchmarks/run.py

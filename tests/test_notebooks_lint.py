@@ -1,0 +1,80 @@
+"""Keep the committed notebooks clean: executed, error-free, normalised, no machine-specific paths.
+
+nbval (run by `make test` over notebooks/) checks that the outputs still come out the same; this test
+checks what nbval does not: that there ARE outputs to compare, and that the files follow the skeleton.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+REQUIRED = ["00_setup", "01_data_parallelism", "02_mirrored_strategy", "03_horovod"]
+HEADINGS = ["## Setup", "## Summary", "## Exercises"]
+# Absolute paths or user names that would tie an output to one machine.
+MACHINE_SPECIFIC = re.compile(r"(/home/\w+|/root/|/Users/\w+|/work/\w+|/tmp/\w+|C:\\\\Users)")
+
+
+def _outputs_text(cell: nbformat.NotebookNode) -> str:
+    parts = []
+    for output in cell.get("outputs", []):
+        if output.get("output_type") == "stream":
+            if output.get("name") == "stdout":
+                parts.append(output.get("text", ""))
+        else:
+            for mime, value in output.get("data", {}).items():
+                if mime.startswith("text/"):
+                    parts.append(value if isinstance(value, str) else "".join(value))
+    return "\n".join(parts)
+
+
+def test_the_course_notebooks_exist() -> None:
+    names = [path.stem for path in NOTEBOOKS]
+    for name in REQUIRED:
+        assert name in names, f"notebooks/{name}.ipynb is missing"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_is_clean(path: Path) -> None:
+    text = path.read_text()
+    nb = nbformat.reads(text, as_version=4)
+    nbformat.validate(nb)
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    assert text == nbformat.writes(nb) + "\n", "not normalised: run `make notebooks`"
+
+    ids = [cell.get("id") for cell in nb.cells]
+    assert all(ids) and len(set(ids)) == len(ids), "cell ids must be present and unique"
+
+    code = [cell for cell in nb.cells if cell.cell_type == "code"]
+    assert code, "a notebook without code"
+    for index, cell in enumerate(code):
+        assert cell.execution_count is not None, f"code cell {index} was not executed: run `make notebooks`"
+        for output in cell.outputs:
+            assert output.output_type != "error", f"code cell {index} has an error output"
+        leaked = MACHINE_SPECIFIC.findall(_outputs_text(cell))
+        assert not leaked, f"code cell {index} shows machine-specific paths: {leaked}"
+    counts = [cell.execution_count for cell in code]
+    assert counts == list(range(1, len(code) + 1)), "cells must have been executed top to bottom, once"
+    assert sum(bool(cell.outputs) for cell in code) >= len(code) // 2, "most code cells should show something"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_follows_the_skeleton(path: Path) -> None:
+    nb = nbformat.read(path, as_version=4)
+    first = nb.cells[0]
+    assert first.cell_type == "markdown" and first.source.startswith("# "), "first cell: title"
+    assert "you will" in first.source.lower(), "first cell: say what the learner will be able to do"
+    markdown = [cell.source for cell in nb.cells if cell.cell_type == "markdown"]
+    positions = []
+    for heading in HEADINGS:
+        found = [i for i, source in enumerate(markdown) if source.startswith(heading)]
+        assert found, f"missing heading {heading!r}"
+        positions.append(found[0])
+    assert positions == sorted(positions), "Setup, Summary, Exercises must come in this order"
+    exercises = "\n".join(markdown[positions[-1]:])
+    assert "self-check" in exercises.lower() or "check_" in "".join(c.source for c in nb.cells), \
+        "exercises need self-check cells"

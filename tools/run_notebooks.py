@@ -1,0 +1,78 @@
+"""Execute the course notebooks in place, so they are committed with the outputs of a real run.
+
+Usage (what ``make notebooks`` runs)::
+
+    .venv/bin/python tools/run_notebooks.py                 # every notebooks/NN_*.ipynb, in order
+    .venv/bin/python tools/run_notebooks.py notebooks/02_mirrored_strategy.ipynb
+
+Each notebook is executed top to bottom in a fresh ``python3`` kernel of this environment, with the
+notebook's folder as working directory. Cell ids are kept (missing ones get a stable id derived from
+the notebook name and position), the kernelspec is set to ``python3``, no timing metadata is stored,
+and the file is replaced atomically only when every cell ran without error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from course_lib.files import atomic_write_text  # noqa: E402  (after the path is set)
+
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+
+
+def normalise(nb: nbformat.NotebookNode, name: str) -> None:
+    """Stable cell ids, python3 kernelspec, no volatile metadata."""
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)
+    nb.metadata.pop("widgets", None)  # widget state is volatile and large; outputs keep their text form
+    seen: set[str] = set()
+    for index, cell in enumerate(nb.cells):
+        cell_id = cell.get("id")
+        if not cell_id or cell_id in seen:
+            cell_id = hashlib.sha1(f"{name}:{index}".encode()).hexdigest()[:8]
+        cell["id"] = cell_id
+        seen.add(cell_id)
+        cell.metadata.pop("execution", None)
+
+
+def execute(path: Path, timeout: int) -> float:
+    """Execute one notebook in place; returns its wall time in seconds."""
+    nb = nbformat.read(path, as_version=4)
+    normalise(nb, path.stem)
+    start = time.monotonic()
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=False,
+                            record_timing=False, resources={"metadata": {"path": str(path.parent)}})
+    client.execute()
+    elapsed = time.monotonic() - start
+    normalise(nb, path.stem)
+    nbformat.validate(nb)
+    atomic_write_text(path, nbformat.writes(nb) + "\n")
+    return elapsed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("notebooks", nargs="*", type=Path, help="notebooks to run (default: all)")
+    parser.add_argument("--timeout", type=int, default=1200, help="seconds allowed per cell")
+    args = parser.parse_args(argv)
+    paths = args.notebooks or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    total = 0.0
+    for path in paths:
+        print(f"executing {path.name} ...", flush=True)
+        elapsed = execute(path, args.timeout)
+        total += elapsed
+        print(f"  {path.name}: {elapsed:.1f} s", flush=True)
+    print(f"{len(paths)} notebook(s) executed in {total:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
