@@ -1,0 +1,322 @@
+"""Honest training throughput: images actually processed per second.
+
+:class:`Throughput` counts the samples that really ran (steps × global batch, capped at the
+samples of one epoch when the last batch is partial) and divides by the time those steps took.
+Dividing the dataset length by the epoch time instead, while fewer samples ran (steps per epoch
+floored), inflates the figure; the reference bootcamp printed 91 % scaling efficiency that way
+where 76 % was true.
+
+``Throughput`` is a ``tf.keras.callbacks.Callback``. So that importing this module does not
+import TensorFlow, the class is created on first access (``course_lib.callbacks.Throughput`` or
+``from course_lib.callbacks import Throughput``); its arithmetic lives in the TensorFlow-free
+:class:`ThroughputMeter`.
+
+Introduced in notebooks/02_mirrored_strategy.ipynb.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, TextIO
+
+__all__ = ["ThroughputSummary", "ThroughputMeter", "Throughput", "t_critical_95", "mean_ci95"]
+
+# Two-sided 95 % critical values of Student's t, df = 1..30.
+_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+        2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+        2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+_T95_LARGE = ((40, 2.021), (60, 2.000), (120, 1.980))
+
+
+def t_critical_95(df: int) -> float:
+    """Two-sided 95 % critical value of Student's t with ``df`` degrees of freedom.
+
+    Args:
+        df: Degrees of freedom, >= 1.
+
+    Returns:
+        The table value (df <= 30, 40, 60, 120; in between the next smaller df's, conservative);
+        1.960 beyond 120.
+
+    Raises:
+        ValueError: ``df < 1``.
+    """
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
+    if df <= 30:
+        return _T95[df - 1]
+    value = _T95[-1]
+    for limit, t in _T95_LARGE:
+        if df >= limit:
+            value = t
+    return value if df <= 120 else 1.960
+
+
+def mean_ci95(values: list[float]) -> tuple[float, float]:
+    """Mean and half-width of its 95 % confidence interval (t-distribution).
+
+    Args:
+        values: Samples.
+
+    Returns:
+        ``(mean, half_width)``; half-width is NaN for fewer than 2 values, mean NaN for none.
+    """
+    k = len(values)
+    if k == 0:
+        return math.nan, math.nan
+    mean = math.fsum(values) / k
+    if k < 2:
+        return mean, math.nan
+    var = math.fsum((v - mean) ** 2 for v in values) / (k - 1)
+    return mean, t_critical_95(k - 1) * math.sqrt(var / k)
+
+
+def _json_safe(value: Any) -> Any:
+    """Python scalars for numpy values; None for NaN/inf (strict JSON)."""
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+@dataclass
+class ThroughputSummary:
+    """Throughput over the counted (post-warm-up) epochs.
+
+    Attributes:
+        images_per_sec_mean: Mean global images/s over the counted epochs.
+        ci95: Half-width of the 95 % confidence interval of that mean (NaN if < 2 epochs).
+        per_worker_images_per_sec: ``images_per_sec_mean / workers``.
+        step_time_ms_mean: Mean time per counted step, in ms.
+        epochs_counted: Number of epochs in the mean.
+        per_epoch: Global images/s of each counted epoch.
+        samples_total: Samples actually processed in the counted steps, all workers.
+        includes_warmup: True when every epoch was warm-up, so the warm-up epochs were used
+            rather than reporting nothing.
+    """
+
+    images_per_sec_mean: float
+    ci95: float
+    per_worker_images_per_sec: float
+    step_time_ms_mean: float
+    epochs_counted: int
+    per_epoch: list[float] = field(default_factory=list)
+    samples_total: int = 0
+    includes_warmup: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict (NaN becomes None)."""
+        return {k: _json_safe(v) for k, v in asdict(self).items()}
+
+
+@dataclass
+class _Epoch:
+    epoch: int
+    steps: int
+    samples: int
+    epoch_time_s: float
+    counted_steps: int
+    counted_samples: int
+    counted_time_s: float
+    warmup: bool
+
+
+class ThroughputMeter:
+    """TensorFlow-free arithmetic of :class:`Throughput` (same constructor and hooks).
+
+    Args:
+        global_batch_size: Samples per step over all workers (per-worker batch × workers).
+        samples_per_epoch: Samples one epoch really processes, all workers (e.g.
+            ``course_lib.data.samples_per_epoch``); caps steps × batch when the last batch is
+            partial. None: no cap.
+        warmup_epochs: The first epochs seen by this callback in a ``fit`` are left out of the
+            summary (graph tracing, caches filling).
+        warmup_steps: The first steps of every epoch are left out of its images/s (unless the
+            epoch has no more steps than that; then all count).
+        workers: Workers (or replicas) sharing the global batch, for per-worker figures.
+        rank: Only rank 0 prints.
+        json_lines: Also print one JSON ``epoch`` event per epoch (docs/architecture.md).
+        verbose: Print a human line per epoch.
+        clock: Monotonic clock in seconds (a fake one in tests).
+        stream: Where to print; default ``sys.stdout`` at print time.
+
+    Raises:
+        ValueError: Non-positive batch/workers, negative warm-up, or ``samples_per_epoch < 1``.
+    """
+
+    def __init__(self, global_batch_size: int, *, samples_per_epoch: int | None = None,
+                 warmup_epochs: int = 1, warmup_steps: int = 0, workers: int = 1, rank: int = 0,
+                 json_lines: bool = False, verbose: bool = True,
+                 clock: Callable[[], float] = time.perf_counter,
+                 stream: TextIO | None = None) -> None:
+        super().__init__()
+        spe = 1 if samples_per_epoch is None else samples_per_epoch
+        for name, value, low in (("global_batch_size", global_batch_size, 1), ("workers", workers, 1),
+                                 ("samples_per_epoch", spe, 1), ("warmup_epochs", warmup_epochs, 0),
+                                 ("warmup_steps", warmup_steps, 0)):
+            if value < low:
+                raise ValueError(f"{name} must be >= {low}, got {value}")
+        self.global_batch_size = int(global_batch_size)
+        self.samples_per_epoch = samples_per_epoch
+        self.warmup_epochs = int(warmup_epochs)
+        self.warmup_steps = int(warmup_steps)
+        self.workers = int(workers)
+        self.rank = int(rank)
+        self.json_lines = json_lines
+        self.verbose = verbose
+        self.clock = clock
+        self.stream = stream
+        self.epochs: list[_Epoch] = []
+        self._reset_epoch()
+
+    # ----------------------------------------------------------------- arithmetic
+    def _reset_epoch(self) -> None:
+        self._t_begin = math.nan
+        self._t_warm = math.nan
+        self._t_last = math.nan
+        self._steps = 0
+
+    def _samples(self, steps: int) -> int:
+        samples = steps * self.global_batch_size
+        if self.samples_per_epoch is not None:
+            samples = min(samples, self.samples_per_epoch)
+        return samples
+
+    def _close_epoch(self, epoch: int) -> _Epoch:
+        steps = self._steps
+        warmup_epoch = len(self.epochs) < self.warmup_epochs
+        skip = self.warmup_steps if steps > self.warmup_steps else 0
+        start = self._t_warm if skip else self._t_begin
+        record = _Epoch(
+            epoch=epoch,
+            steps=steps,
+            samples=self._samples(steps),
+            epoch_time_s=self._t_last - self._t_begin if steps else 0.0,
+            counted_steps=steps - skip,
+            counted_samples=self._samples(steps) - self._samples(skip),
+            counted_time_s=self._t_last - start if steps else 0.0,
+            warmup=warmup_epoch,
+        )
+        self.epochs.append(record)
+        self._reset_epoch()
+        return record
+
+    @staticmethod
+    def _rate(record: _Epoch) -> float:
+        return record.counted_samples / record.counted_time_s if record.counted_time_s > 0 else math.nan
+
+    @staticmethod
+    def _step_ms(record: _Epoch) -> float:
+        if record.counted_steps == 0 or record.counted_time_s <= 0:
+            return math.nan
+        return 1000.0 * record.counted_time_s / record.counted_steps
+
+    def summary(self) -> ThroughputSummary:
+        """Throughput over the epochs after warm-up (all epochs, flagged, if all were warm-up).
+
+        Returns:
+            A :class:`ThroughputSummary` (NaN figures when no epoch ran).
+        """
+        chosen = [e for e in self.epochs if not e.warmup and e.counted_steps > 0]
+        includes_warmup = False
+        if not chosen:
+            chosen = [e for e in self.epochs if e.counted_steps > 0]
+            includes_warmup = bool(chosen)
+        rates = [self._rate(e) for e in chosen]
+        mean, ci = mean_ci95(rates)
+        steps = sum(e.counted_steps for e in chosen)
+        time_s = math.fsum(e.counted_time_s for e in chosen)
+        return ThroughputSummary(
+            images_per_sec_mean=mean,
+            ci95=ci,
+            per_worker_images_per_sec=mean / self.workers,
+            step_time_ms_mean=1000.0 * time_s / steps if steps else math.nan,
+            epochs_counted=len(chosen),
+            per_epoch=rates,
+            samples_total=sum(e.counted_samples for e in chosen),
+            includes_warmup=includes_warmup,
+        )
+
+    # ----------------------------------------------------------------- Keras hooks
+    def on_train_begin(self, logs: dict | None = None) -> None:
+        """Start a new measurement (a new ``fit``)."""
+        self.epochs = []
+        self._reset_epoch()
+
+    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+        """Read the clock once at the start of the epoch."""
+        self._reset_epoch()
+        self._t_begin = self.clock()
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        """One clock read per (executed) step; ``batch`` is the 0-based step index."""
+        now = self.clock()
+        self._t_last = now
+        self._steps = batch + 1
+        if self._steps == self.warmup_steps:
+            self._t_warm = now
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        """Close the epoch, add ``images_per_sec`` and ``step_time_ms`` to ``logs``, print."""
+        record = self._close_epoch(epoch)
+        rate = self._rate(record)
+        step_ms = self._step_ms(record)
+        if logs is not None:
+            logs["images_per_sec"] = rate
+            logs["step_time_ms"] = step_ms
+        if self.rank != 0:
+            return
+        out = self.stream if self.stream is not None else sys.stdout
+        if self.verbose:
+            note = " (warm-up, not counted)" if record.warmup else ""
+            print(f"epoch {epoch + 1}: {record.samples} images in {record.epoch_time_s:.2f} s; "
+                  f"{rate:.1f} images/s ({rate / self.workers:.1f} per worker, {self.workers} "
+                  f"worker{'s' if self.workers > 1 else ''}), {step_ms:.2f} ms/step{note}",
+                  file=out, flush=True)
+        if self.json_lines:
+            event: dict[str, Any] = {
+                "event": "epoch",
+                "epoch": epoch + 1,
+                "steps": record.steps,
+                "samples": record.samples,
+                "epoch_time_s": record.epoch_time_s,
+                "images_per_sec": rate,
+                "per_worker_images_per_sec": rate / self.workers,
+                "step_time_ms": step_ms,
+                "warmup": record.warmup,
+            }
+            for key, value in (logs or {}).items():
+                event.setdefault(key, value)
+            print(json.dumps({k: _json_safe(v) for k, v in event.items()}), file=out, flush=True)
+
+
+_THROUGHPUT_CLASS: type | None = None
+
+
+def _make_throughput_class() -> type:
+    import tensorflow as tf
+
+    class Throughput(ThroughputMeter, tf.keras.callbacks.Callback):
+        __doc__ = ("Keras callback measuring images actually processed per second.\n\n"
+                   + (ThroughputMeter.__doc__ or "").split("\n", 1)[1])
+
+    Throughput.__module__ = __name__
+    Throughput.__qualname__ = "Throughput"
+    return Throughput
+
+
+def __getattr__(name: str) -> Any:
+    """Create ``Throughput`` (a ``tf.keras.callbacks.Callback``) on first access."""
+    global _THROUGHPUT_CLASS
+    if name == "Throughput":
+        if _THROUGHPUT_CLASS is None:
+            _THROUGHPUT_CLASS = _make_throughput_class()
+        return _THROUGHPUT_CLASS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

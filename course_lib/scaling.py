@@ -1,0 +1,272 @@
+"""Run records → speed-up / efficiency tables and plots; JSON persistence.
+
+Speed-up ``S_N = T_N / T_1`` and efficiency ``E_N = T_N / (N × T_1)``, where ``T_N`` is the
+throughput (images/s) with N devices. Weak scaling keeps the per-device batch fixed (the global
+batch grows with N); strong scaling keeps the global batch fixed. A table mixes one or the
+other, never both.
+
+Introduced in notebooks/02_mirrored_strategy.ipynb.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+from course_lib.files import atomic_write_json
+
+if TYPE_CHECKING:  # pragma: no cover
+    import matplotlib.figure
+    import pandas
+
+__all__ = ["RunRecord", "MixedScalingError", "to_record", "scaling_table", "plot_scaling",
+           "save_records", "load_records", "append_record"]
+
+_DEVICE_KEYS = ("devices", "workers")
+_BATCH_KEYS = ("per_device_batch", "per_worker_batch", "batch_size_per_replica")
+_KNOWN_KEYS = set(_DEVICE_KEYS) | set(_BATCH_KEYS) | {"global_batch", "images_per_sec", "label",
+                                                       "strategy", "extra", "event"}
+
+
+class MixedScalingError(ValueError):
+    """Records mix weak scaling (fixed per-device batch) and strong scaling (fixed global batch)."""
+
+
+@dataclass
+class RunRecord:
+    """One measured run.
+
+    Attributes:
+        devices: Devices (replicas or Horovod workers), N.
+        per_device_batch: Batch per device.
+        global_batch: Batch per step over all devices.
+        images_per_sec: Measured throughput, all devices.
+        label: Free text.
+        strategy: ``"mirrored"``, ``"horovod"``, ...
+        extra: Anything else (e.g. the other keys of a ``result`` event).
+    """
+
+    devices: int
+    per_device_batch: int
+    global_batch: int
+    images_per_sec: float
+    label: str = ""
+    strategy: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("devices", "per_device_batch", "global_batch"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or int(value) != value or value < 1:
+                raise ValueError(f"RunRecord.{name} must be an int >= 1, got {value!r}")
+            setattr(self, name, int(value))
+        rate = float(self.images_per_sec)
+        if not math.isfinite(rate) or rate <= 0:
+            raise ValueError(f"RunRecord.images_per_sec must be a positive number, got "
+                             f"{self.images_per_sec!r}")
+        self.images_per_sec = rate
+
+
+def _first(mapping: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
+    for key in keys:
+        if mapping.get(key) is not None:
+            return mapping[key]
+    return None
+
+
+def to_record(obj: Any) -> RunRecord:
+    """Turn a run description into a :class:`RunRecord`.
+
+    Args:
+        obj: A ``RunRecord``; a dict with ``devices`` or ``workers``, ``per_device_batch`` or
+            ``per_worker_batch`` or ``batch_size_per_replica``, ``global_batch`` (default
+            per-device batch × devices), ``images_per_sec`` and optionally ``label``,
+            ``strategy`` (e.g. the ``result`` event of docs/architecture.md; other keys go to
+            ``extra``); or any object with a ``to_record()`` method (the launcher's RunResult).
+
+    Returns:
+        The record.
+
+    Raises:
+        ValueError: A required key is missing or a value is invalid.
+        TypeError: ``obj`` is none of the above.
+    """
+    if isinstance(obj, RunRecord):
+        return obj
+    if not isinstance(obj, Mapping) and hasattr(obj, "to_record"):
+        return to_record(obj.to_record())
+    if not isinstance(obj, Mapping):
+        raise TypeError(f"cannot make a RunRecord from {type(obj).__name__}; pass a RunRecord, a "
+                        "dict or an object with to_record()")
+    devices = _first(obj, _DEVICE_KEYS)
+    per_device = _first(obj, _BATCH_KEYS)
+    missing = [name for name, value in (("devices|workers", devices),
+                                        ("per_device_batch|per_worker_batch|"
+                                         "batch_size_per_replica", per_device),
+                                        ("images_per_sec", obj.get("images_per_sec")))
+               if value is None]
+    if missing:
+        raise ValueError(f"run description lacks {', '.join(missing)}: {dict(obj)!r}")
+    global_batch = obj.get("global_batch")
+    if global_batch is None:
+        global_batch = int(per_device) * int(devices)
+    extra = dict(obj.get("extra") or {})
+    extra.update({k: v for k, v in obj.items() if k not in _KNOWN_KEYS})
+    return RunRecord(devices=devices, per_device_batch=per_device, global_batch=global_batch,
+                     images_per_sec=obj["images_per_sec"], label=str(obj.get("label") or ""),
+                     strategy=str(obj.get("strategy") or ""), extra=extra)
+
+
+def _detect_mode(records: list[RunRecord]) -> tuple[bool, bool]:
+    weak = len({r.per_device_batch for r in records}) == 1
+    strong = len({r.global_batch for r in records}) == 1
+    return weak, strong
+
+
+def scaling_table(records: Iterable[Any], *, mode: str | None = None) -> "pandas.DataFrame":
+    """Speed-up and efficiency per number of devices.
+
+    Several records with the same N are reduced to the MEDIAN of their images/s (robust to one
+    disturbed run); the column ``runs`` says how many were reduced.
+
+    Args:
+        records: Anything :func:`to_record` accepts. Must include a 1-device baseline.
+        mode: ``"weak"`` or ``"strong"`` to insist on one; None detects it (weak when every
+            record has the same per-device batch, strong when every record has the same global
+            batch; the 1-device baseline belongs to both when its batches match).
+
+    Returns:
+        DataFrame sorted by devices with columns ``devices, per_device_batch, global_batch,
+        images_per_sec, speedup, efficiency, mode, runs``.
+
+    Raises:
+        ValueError: No records, no 1-device baseline, or unknown ``mode``.
+        MixedScalingError: The records are neither all weak nor all strong scaling (or not the
+            ``mode`` asked for).
+    """
+    import pandas as pd
+
+    if mode not in (None, "weak", "strong"):
+        raise ValueError(f"mode must be 'weak', 'strong' or None, got {mode!r}")
+    recs = [to_record(r) for r in records]
+    if not recs:
+        raise ValueError("scaling_table needs at least one run record (with devices=1)")
+    if not any(r.devices == 1 for r in recs):
+        raise ValueError("scaling_table needs a 1-device baseline run to compute speed-up; found "
+                         f"devices={sorted({r.devices for r in recs})}. Run once with 1 device.")
+    weak, strong = _detect_mode(recs)
+    listing = "; ".join(f"N={r.devices} per-device {r.per_device_batch} global {r.global_batch}"
+                        for r in sorted(recs, key=lambda r: r.devices))
+    if mode == "weak" and not weak:
+        raise MixedScalingError(f"weak scaling needs one per-device batch for all runs: {listing}")
+    if mode == "strong" and not strong:
+        raise MixedScalingError(f"strong scaling needs one global batch for all runs: {listing}")
+    if not weak and not strong:
+        raise MixedScalingError(
+            "records mix weak scaling (fixed per-device batch) and strong scaling (fixed global "
+            f"batch), or vary both: {listing}. Make one table per kind.")
+    chosen = mode or ("weak" if weak else "strong")
+    frame = pd.DataFrame([asdict(r) for r in recs])
+    grouped = (frame.groupby("devices", sort=True)
+               .agg(per_device_batch=("per_device_batch", "first"),
+                    global_batch=("global_batch", "first"),
+                    images_per_sec=("images_per_sec", "median"),
+                    runs=("images_per_sec", "size"))
+               .reset_index())
+    baseline = float(grouped.loc[grouped["devices"] == 1, "images_per_sec"].iloc[0])
+    grouped["speedup"] = grouped["images_per_sec"] / baseline
+    grouped["efficiency"] = grouped["speedup"] / grouped["devices"]
+    grouped["mode"] = chosen
+    return grouped[["devices", "per_device_batch", "global_batch", "images_per_sec", "speedup",
+                    "efficiency", "mode", "runs"]]
+
+
+def plot_scaling(table: "pandas.DataFrame", *, title: str = "") -> "matplotlib.figure.Figure":
+    """Throughput vs N with the ideal line, and efficiency vs N, side by side.
+
+    Args:
+        table: From :func:`scaling_table`.
+        title: Figure title.
+
+    Returns:
+        A ``matplotlib.figure.Figure`` (not registered with pyplot; Jupyter displays it once).
+    """
+    from matplotlib.figure import Figure
+
+    devices = [int(n) for n in table["devices"]]
+    rates = [float(v) for v in table["images_per_sec"]]
+    baseline = rates[devices.index(1)] if 1 in devices else rates[0] / devices[0]
+    fig = Figure(figsize=(10, 4), layout="constrained")
+    ax_rate, ax_eff = fig.subplots(1, 2)
+    ax_rate.plot(devices, [baseline * n for n in devices], "--", color="grey", label="ideal (linear)")
+    ax_rate.plot(devices, rates, "o-", label="measured")
+    ax_rate.set_xlabel("devices N")
+    ax_rate.set_ylabel("images / s")
+    ax_rate.set_xticks(devices)
+    ax_rate.legend()
+    ax_eff.axhline(100.0, linestyle="--", color="grey", label="ideal")
+    ax_eff.plot(devices, [100.0 * float(e) for e in table["efficiency"]], "o-", label="measured")
+    ax_eff.set_xlabel("devices N")
+    ax_eff.set_ylabel("scaling efficiency (%)")
+    ax_eff.set_xticks(devices)
+    ax_eff.set_ylim(bottom=0)
+    ax_eff.legend()
+    mode = str(table["mode"].iloc[0]) if "mode" in table and len(table) else ""
+    fig.suptitle(title or (f"{mode} scaling" if mode else "scaling"))
+    return fig
+
+
+def save_records(path: str | os.PathLike[str], records: Iterable[Any]) -> Path:
+    """Write records as a JSON list, atomically.
+
+    Args:
+        path: Target file.
+        records: Anything :func:`to_record` accepts.
+
+    Returns:
+        The path written.
+    """
+    return atomic_write_json(path, [asdict(to_record(r)) for r in records])
+
+
+def load_records(path: str | os.PathLike[str]) -> list[RunRecord]:
+    """Read records written by :func:`save_records`.
+
+    Args:
+        path: The JSON file.
+
+    Returns:
+        The records, in file order.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        ValueError: The file is not a JSON list of run records.
+    """
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        items = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} is not valid JSON ({exc}); delete it or fix it") from exc
+    if not isinstance(items, list):
+        raise ValueError(f"{path} must hold a JSON list of run records, got {type(items).__name__}")
+    return [to_record(item) for item in items]
+
+
+def append_record(path: str | os.PathLike[str], record: Any) -> list[RunRecord]:
+    """Add one record to the file (created if missing) and return all records.
+
+    Args:
+        path: The JSON file.
+        record: Anything :func:`to_record` accepts.
+
+    Returns:
+        All records now in the file.
+    """
+    records = load_records(path) if Path(path).exists() else []
+    records.append(to_record(record))
+    save_records(path, records)
+    return records

@@ -1,0 +1,238 @@
+"""Tests of course_lib.data: raw files, both loaders, sharding and pipelines."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import math
+import shutil
+import subprocess
+import sys
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from course_lib import data
+
+
+# ----------------------------------------------------------------- raw files
+def test_verify_raw_files_matches_idx_sha256():
+    folder = data.find_raw_files()
+    assert data.verify_raw_files(folder) == data.IDX_SHA256
+
+
+def test_course_data_dir_is_searched_first(tmp_path, monkeypatch):
+    for stem in data.IDX_SHA256:
+        shutil.copy(data.find_raw_files() / f"{stem}.gz", tmp_path / f"{stem}.gz")
+    monkeypatch.setenv("COURSE_DATA_DIR", str(tmp_path))
+    assert data.search_paths()[0] == tmp_path
+    assert data.find_raw_files() == tmp_path
+
+
+def test_missing_data_names_every_path(tmp_path, monkeypatch):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("COURSE_DATA_DIR", str(empty))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(data, "SYSTEM_DATA_DIRS", [str(tmp_path / "no-system-dir"),
+                                                    "~/.keras/datasets/fashion-mnist"])
+    with pytest.raises(data.DataNotFoundError) as info:
+        data.find_raw_files()
+    message = str(info.value)
+    for path in data.search_paths():
+        assert str(path) in message
+    assert "apt-get install dataset-fashion-mnist" in message
+    assert "COURSE_DATA_DIR" in message
+    assert isinstance(info.value, FileNotFoundError)
+    with pytest.raises(data.DataNotFoundError):
+        data.verify_raw_files()
+
+
+def test_corrupt_files_are_named(tmp_path):
+    source = data.find_raw_files()
+    for stem in data.IDX_SHA256:
+        shutil.copy(source / f"{stem}.gz", tmp_path / f"{stem}.gz")
+    # 1) valid gzip, one flipped content byte -> wrong sha256
+    labels = tmp_path / "t10k-labels-idx1-ubyte.gz"
+    raw = bytearray(gzip.decompress(labels.read_bytes()))
+    raw[100] ^= 0xFF
+    labels.write_bytes(gzip.compress(bytes(raw)))
+    # 2) flipped bytes inside the compressed stream -> cannot be decompressed (CRC / data error)
+    train_labels = tmp_path / "train-labels-idx1-ubyte.gz"
+    blob = bytearray(train_labels.read_bytes())
+    for i in range(200, 260):
+        blob[i] ^= 0xFF
+    train_labels.write_bytes(bytes(blob))
+    with pytest.raises(data.DataCorruptError) as info:
+        data.verify_raw_files(tmp_path)
+    message = str(info.value)
+    assert "t10k-labels-idx1-ubyte.gz" in message
+    assert "train-labels-idx1-ubyte.gz" in message
+    assert "train-images" not in message
+
+
+def test_restored_gzip_header_gives_upstream_bytes():
+    upstream = data._tfds_upstream_sha256()
+    folder = data.find_raw_files()
+    for stem in data.IDX_SHA256:
+        restored = data._upstream_gz(stem, (folder / f"{stem}.gz").read_bytes())
+        assert hashlib.sha256(restored).hexdigest() == upstream[f"{stem}.gz"]
+        assert data._upstream_gz(stem, restored) == restored  # already upstream: unchanged
+
+
+def test_tfds_staging_refuses_corrupt_raw_file(tmp_path):
+    source = data.find_raw_files()
+    raw_dir = tmp_path / "raw"
+    raw_dir.mkdir()
+    for stem in data.IDX_SHA256:
+        shutil.copy(source / f"{stem}.gz", raw_dir / f"{stem}.gz")
+    bad = raw_dir / "train-labels-idx1-ubyte.gz"
+    blob = bytearray(bad.read_bytes())
+    blob[-20] ^= 0x01
+    bad.write_bytes(bytes(blob))
+    with pytest.raises(data.DataCorruptError, match="train-labels-idx1-ubyte"):
+        data._stage_tfds_manual(raw_dir, tmp_path / "manual")
+    assert not (tmp_path / "manual" / "train-labels-idx1-ubyte.gz").exists()
+
+
+# ----------------------------------------------------------------- loaders
+def _check_counts(arrays):
+    assert arrays.x_train.shape == (data.TRAIN_SIZE, 28, 28)
+    assert arrays.y_train.shape == (data.TRAIN_SIZE,)
+    assert arrays.x_test.shape == (data.TEST_SIZE, 28, 28)
+    assert arrays.y_test.shape == (data.TEST_SIZE,)
+    assert all(a.dtype == np.uint8 for a in arrays)
+    assert set(np.unique(arrays.y_train)) == set(range(data.NUM_CLASSES))
+    assert len(arrays.x_train) == 60_000 and len(arrays.x_test) == 10_000
+
+
+def test_keras_loader_counts_and_idx_order(fmnist):
+    _check_counts(fmnist)
+    raw_labels = gzip.decompress((data.find_raw_files() / "train-labels-idx1-ubyte.gz").read_bytes())
+    assert np.array_equal(fmnist.y_train, np.frombuffer(raw_labels, np.uint8, offset=8))
+    assert Counter(fmnist.y_train.tolist()) == {c: 6000 for c in range(10)}
+
+
+def _canonical(images, labels):
+    keys = [hashlib.sha256(img.tobytes() + bytes([lab])).hexdigest() for img, lab in zip(images, labels)]
+    return sorted(keys)
+
+
+def test_tfds_and_keras_hold_identical_examples(fmnist, fmnist_tfds):
+    # tfds stores examples in its own fixed order; the examples themselves must be identical.
+    _check_counts(fmnist_tfds)
+    assert _canonical(fmnist.x_test, fmnist.y_test) == _canonical(fmnist_tfds.x_test, fmnist_tfds.y_test)
+    assert _canonical(fmnist.x_train, fmnist.y_train) == _canonical(fmnist_tfds.x_train,
+                                                                     fmnist_tfds.y_train)
+
+
+def test_subsets_are_the_first_examples(fmnist, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    part = data.load_arrays("keras", train_subset=300, test_subset=50)
+    assert np.array_equal(part.x_train, fmnist.x_train[:300])
+    assert np.array_equal(part.y_test, fmnist.y_test[:50])
+    with pytest.raises(ValueError, match="train_subset"):
+        data.load_arrays("keras", train_subset=0)
+    with pytest.raises(ValueError, match="source"):
+        data.load_arrays("torchvision")
+
+
+# ----------------------------------------------------------------- sharding
+def _labels_of(ds):
+    return [batch[1].numpy().tolist() for batch in ds]
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_shards_cover_every_example_once(workers):
+    n, batch = 10, 3
+    images = np.zeros((n, 28, 28), np.uint8)
+    ids = np.arange(n)
+    seen: Counter = Counter()
+    steps = set()
+    for rank in range(workers):
+        batches = _labels_of(data.make_dataset(images, ids, batch_size=batch, training=True, seed=7,
+                                               num_workers=workers, worker_index=rank, epoch=2))
+        steps.add(len(batches))
+        seen.update(i for b in batches for i in b)
+    assert steps == {data.steps_per_epoch(n, batch, workers)}
+    assert set(seen) == set(range(n))
+    assert sum(seen.values()) == data.samples_per_epoch(n, workers)
+    twice = [i for i, c in seen.items() if c == 2]
+    assert len(twice) == (-n) % workers and max(seen.values()) <= 2
+
+
+def test_order_depends_only_on_seed_and_epoch():
+    n = 50
+    a = data.epoch_indices(n, seed=1, epoch=0, num_workers=2, worker_index=0)
+    assert np.array_equal(a, data.epoch_indices(n, seed=1, epoch=0, num_workers=2, worker_index=0))
+    assert not np.array_equal(a, data.epoch_indices(n, seed=1, epoch=1, num_workers=2, worker_index=0))
+    assert not np.array_equal(a, data.epoch_indices(n, seed=2, epoch=0, num_workers=2, worker_index=0))
+    # both workers interleave the SAME global permutation
+    whole = data.epoch_indices(n, seed=1, epoch=0)
+    b = data.epoch_indices(n, seed=1, epoch=0, num_workers=2, worker_index=1)
+    assert np.array_equal(whole[0::2], a) and np.array_equal(whole[1::2], b)
+
+
+def test_batches_types_and_partial_last_batch(small_fmnist):
+    ds = data.make_dataset(small_fmnist.x_train[:100], small_fmnist.y_train[:100], batch_size=32,
+                           training=True)
+    batches = list(ds)
+    assert [len(b[1]) for b in batches] == [32, 32, 32, 4]
+    x, y = batches[0]
+    assert x.shape == (32, 28, 28, 1) and x.dtype.name == "float32" and y.dtype.name == "int32"
+    assert 0.0 <= float(np.min(x)) and float(np.max(x)) <= 1.0
+    # the image really belongs to its label
+    idx = data.epoch_indices(100, seed=0, epoch=0)[0]
+    assert np.allclose(x[0, ..., 0], small_fmnist.x_train[idx] / 255.0)
+    assert int(y[0]) == small_fmnist.y_train[idx]
+
+
+def test_eval_is_ordered_unpadded_and_sharded():
+    ids = np.arange(7)
+    images = np.zeros((7, 28, 28), np.uint8)
+    whole = _labels_of(data.make_dataset(images, ids, batch_size=4, training=False))
+    assert whole == [[0, 1, 2, 3], [4, 5, 6]]
+    shard = _labels_of(data.make_dataset(images, ids, batch_size=4, training=False, num_workers=2,
+                                         worker_index=1))
+    assert shard == [[1, 3, 5]]
+
+
+def test_epochs_dataset_resumes_exactly():
+    n, batch, workers = 11, 4, 2
+    ids = np.arange(n)
+    images = np.zeros((n, 28, 28), np.uint8)
+    kw = dict(batch_size=batch, seed=3, num_workers=workers, worker_index=1)
+    full = _labels_of(data.make_epochs_dataset(images, ids, first_epoch=0, last_epoch=3, **kw))
+    per_epoch = [_labels_of(data.make_dataset(images, ids, training=True, epoch=e, **kw))
+                 for e in range(3)]
+    assert full == [b for epoch in per_epoch for b in epoch]
+    resumed = _labels_of(data.make_epochs_dataset(images, ids, first_epoch=1, last_epoch=3, **kw))
+    steps = data.steps_per_epoch(n, batch, workers)
+    assert resumed == full[steps:]
+
+
+def test_step_arithmetic():
+    assert data.shard_size(10, 3) == 4
+    assert data.samples_per_epoch(10, 3) == 12
+    assert data.steps_per_epoch(60_000, 64, 2) == math.ceil(30_000 / 64)
+    assert data.steps_per_epoch(60_000, 100, 4) == 60_000 // 400
+    assert data.steps_per_epoch(10, 3, 3) == 2
+
+
+@pytest.mark.parametrize("kwargs", [dict(num_workers=2, worker_index=2),
+                                    dict(num_workers=2, worker_index=-1),
+                                    dict(num_workers=0, worker_index=0),
+                                    dict(num_workers=1, worker_index=0, batch_size=0)])
+def test_bad_shard_arguments_raise(kwargs):
+    args = dict(batch_size=4, training=True) | kwargs
+    with pytest.raises(data.ShardError):
+        data.make_dataset(np.zeros((4, 28, 28), np.uint8), np.arange(4), **args)
+
+
+def test_importing_course_lib_modules_does_not_import_tensorflow():
+    code = ("import sys, course_lib, course_lib.data, course_lib.devices, course_lib.models, "
+            "course_lib.callbacks, course_lib.scaling\n"
+            "assert 'tensorflow' not in sys.modules, 'tensorflow imported'\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr

@@ -1,0 +1,94 @@
+"""Tests of course_lib.scaling: table arithmetic, modes, persistence, plot."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from course_lib import scaling
+from course_lib.scaling import RunRecord
+
+
+def weak_records():
+    return [RunRecord(1, 64, 64, 1000.0), RunRecord(2, 64, 128, 1800.0),
+            RunRecord(4, 64, 256, 3000.0)]
+
+
+def test_weak_table_values():
+    table = scaling.scaling_table(weak_records())
+    assert list(table["devices"]) == [1, 2, 4]
+    assert list(table["speedup"]) == pytest.approx([1.0, 1.8, 3.0])
+    assert list(table["efficiency"]) == pytest.approx([1.0, 0.9, 0.75])
+    assert set(table["mode"]) == {"weak"}
+    assert list(table.columns[:7]) == ["devices", "per_device_batch", "global_batch",
+                                       "images_per_sec", "speedup", "efficiency", "mode"]
+
+
+def test_strong_table_and_median_of_repeats():
+    records = [RunRecord(1, 256, 256, 1000.0), RunRecord(2, 128, 256, 1500.0),
+               RunRecord(2, 128, 256, 1700.0), RunRecord(2, 128, 256, 100.0)]
+    table = scaling.scaling_table(records)
+    row = table[table["devices"] == 2].iloc[0]
+    assert row["images_per_sec"] == 1500.0 and row["runs"] == 3
+    assert row["speedup"] == pytest.approx(1.5) and row["efficiency"] == pytest.approx(0.75)
+    assert set(table["mode"]) == {"strong"}
+
+
+def test_mixed_weak_and_strong_raises():
+    records = weak_records() + [RunRecord(4, 16, 64, 2000.0)]
+    with pytest.raises(scaling.MixedScalingError):
+        scaling.scaling_table(records)
+    with pytest.raises(scaling.MixedScalingError):
+        scaling.scaling_table(weak_records(), mode="strong")
+
+
+def test_baseline_required():
+    with pytest.raises(ValueError, match="1-device baseline"):
+        scaling.scaling_table([RunRecord(2, 64, 128, 1800.0), RunRecord(4, 64, 256, 3000.0)])
+
+
+def test_to_record_from_result_event_and_objects():
+    event = {"event": "result", "workers": 2, "per_worker_batch": 64, "global_batch": 128,
+             "images_per_sec": 1800.5, "images_per_sec_ci95": 12.0, "strategy": "horovod"}
+    record = scaling.to_record(event)
+    assert (record.devices, record.per_device_batch, record.global_batch) == (2, 64, 128)
+    assert record.strategy == "horovod" and record.extra["images_per_sec_ci95"] == 12.0
+    assert scaling.to_record({"devices": 2, "batch_size_per_replica": 32,
+                              "images_per_sec": 5}).global_batch == 64
+
+    class Result:
+        def to_record(self):
+            return RunRecord(1, 64, 64, 900.0, label="x")
+
+    assert scaling.to_record(Result()).label == "x"
+    with pytest.raises(ValueError, match="images_per_sec"):
+        scaling.to_record({"devices": 1, "per_device_batch": 64})
+    with pytest.raises(TypeError):
+        scaling.to_record(3.5)
+    with pytest.raises(ValueError):
+        RunRecord(0, 64, 64, 10.0)
+
+
+def test_save_load_append_round_trip(tmp_path):
+    path = tmp_path / "runs" / "records.json"
+    records = weak_records()
+    records[0].extra = {"note": "baseline"}
+    scaling.save_records(path, records)
+    assert scaling.load_records(path) == records
+    assert isinstance(json.loads(path.read_text()), list)
+    everything = scaling.append_record(path, RunRecord(8, 64, 512, 5000.0, strategy="horovod"))
+    assert scaling.load_records(path) == everything and len(everything) == 4
+    path.write_text("{not json")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        scaling.load_records(path)
+
+
+def test_plot_has_throughput_and_efficiency():
+    fig = scaling.plot_scaling(scaling.scaling_table(weak_records()), title="weak")
+    assert len(fig.axes) == 2
+    measured = fig.axes[0].get_lines()[1]
+    assert list(measured.get_ydata()) == [1000.0, 1800.0, 3000.0]
+    ideal = fig.axes[0].get_lines()[0]
+    assert list(ideal.get_ydata()) == [1000.0, 2000.0, 4000.0]
+    assert list(fig.axes[1].get_lines()[1].get_ydata()) == pytest.approx([100.0, 90.0, 75.0])
