@@ -15,7 +15,20 @@ def main(argv: list[str] | None = None) -> int:
                                      description="Tools of the distributed deep learning course.")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("doctor", help="check the environment and print what to fix")
+    prepare = commands.add_parser("prepare-data", help="prepare Fashion-MNIST for the loaders (once)")
+    prepare.add_argument("--source", choices=("tfds", "keras"), default="tfds")
     args = parser.parse_args(argv)
+    if args.command == "prepare-data":
+        from course_lib.data import DataError, load_arrays
+
+        try:
+            arrays = load_arrays(args.source)
+        except DataError as error:
+            print(f"prepare-data failed: {error}", file=sys.stderr)
+            return 1
+        print(f"Fashion-MNIST ready through {args.source}: {len(arrays.x_train)} training and "
+              f"{len(arrays.x_test)} test images")
+        return 0
     if args.command == "doctor":
         from course_lib.doctor import run_checks
 

@@ -13,10 +13,12 @@ Introduced in notebooks/01_data_parallelism.ipynb.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import os
 import struct
+import sys
 import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -262,9 +264,12 @@ def _load_tfds() -> FashionMNIST:
             raw = _raw_dir_or_none()
             if raw is not None:
                 _stage_tfds_manual(raw, manual_dir)
-            builder.download_and_prepare(
-                download_config=tfds.download.DownloadConfig(manual_dir=str(manual_dir))
-            )
+            # tfds announces the one-off preparation on stdout; send it to stderr so a notebook's
+            # stdout is the same whether the data set was prepared by this call or earlier.
+            with contextlib.redirect_stdout(sys.stderr):
+                builder.download_and_prepare(
+                    download_config=tfds.download.DownloadConfig(manual_dir=str(manual_dir))
+                )
         splits = builder.as_dataset(split=["train", "test"], batch_size=-1, as_supervised=True,
                                     shuffle_files=False)
     except DataError:

@@ -131,7 +131,9 @@ def _horovodrun_path() -> str | None:
 
 def _check_python() -> Check:
     found = sys.version_info[:2]
-    text = f"{sys.version.split()[0]} ({sys.executable})"
+    course_venv = Path(__file__).resolve().parents[1] / ".venv"
+    where = "the course's .venv" if Path(sys.prefix).resolve() == course_venv else sys.prefix
+    text = f"{sys.version.split()[0]} ({where})"
     if found != PYTHON_REQUIRED:
         return Check("Python", "fail", text, "the course needs Python 3.11: "
                      "run `make setup` and use the course kernel / .venv/bin/python")

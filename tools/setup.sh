@@ -116,6 +116,10 @@ fi
 "$VENV/bin/python" -m ipykernel install --sys-prefix --name python3 \
     --display-name "Python 3 (course .venv)" >/dev/null
 
+# --- 6. the data, prepared once for tfds (notebooks then start at once) ----------------------------------
+"$VENV/bin/python" -m course_lib prepare-data \
+    || say "WARNING: Fashion-MNIST could not be prepared now; run \`make doctor\` to see why"
+
 rm -f "$VENV"/.course-setup-*
 date -u +%FT%TZ > "$STAMP"
 say "done in $(( $(date +%s) - START )) s; check it with: make doctor"
