@@ -1,0 +1,238 @@
+"""Launch ``horovodrun`` (or a single ``python``) from a notebook cell, live and leak-free.
+
+``run_horovod`` builds the ``horovodrun`` command as an argument list, checks every input
+before anything starts, streams the output of all ranks line by line while the run goes on
+(rank 0 only, all ranks, or none; horovodrun's own lines are always shown), collects the JSON
+lines of ``docs/architecture.md`` into a :class:`RunResult`, and on a crash, a timeout, a stop
+request or a notebook interrupt ends every process of the run (see :mod:`course_lib.processes`).
+stderr is never hidden: it is merged into the log and shown like stdout.
+
+Stopping from another thread (the Stop button of :mod:`course_lib.widgets`): pass a
+``threading.Event`` as ``stop_event`` and set it; the call then cleans up and raises
+:class:`RunStoppedError`. Progress hooks: ``on_event(dict)`` is called for every JSON event.
+
+Introduced in notebooks/03_horovod.ipynb.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from course_lib.preflight import (
+    CONTROLLERS, LaunchError, available_slots, check_common, check_hosts, check_mpirun,
+    check_script, check_strings, find_horovodrun, gpu_count)
+from course_lib.runlog import RunResult, parse_line
+
+__all__ = [
+    "LaunchError", "RunFailedError", "RunTimeoutError", "RunStoppedError", "RunResult",
+    "available_slots", "find_horovodrun", "build_horovod_command", "run_horovod", "run_python",
+]
+
+_TAIL_LINES = 15
+
+
+class RunFailedError(RuntimeError):
+    """A run ended with a non-zero status (or was ended by the launcher).
+
+    Attributes:
+        returncode: Exit status of ``horovodrun`` / ``python``.
+        rank: The rank that failed first, when it can be told; else ``None``.
+        tail: The last lines of that rank's output (or of the whole log).
+        result: The :class:`RunResult` with everything collected up to the end.
+    """
+
+    def __init__(self, message: str, *, returncode: int | None, rank: int | None, tail: str,
+                 result: RunResult | None) -> None:
+        super().__init__(message)
+        self.returncode = returncode
+        self.rank = rank
+        self.tail = tail
+        self.result = result
+
+
+class RunTimeoutError(RunFailedError):
+    """The run exceeded its ``timeout`` and all its processes were ended."""
+
+
+class RunStoppedError(RunFailedError):
+    """The run was stopped on request (``stop_event`` set) and all its processes were ended."""
+
+
+def build_horovod_command(horovodrun: str, num_workers: int, python: str, script: Path,
+                          script_args: Sequence[str], hosts: str | None, controller: str | None,
+                          extra_horovodrun_args: Sequence[str]) -> list[str]:
+    """The ``horovodrun`` argument list (no validation; see :func:`run_horovod`).
+
+    Returns:
+        ``[horovodrun, -np, N, (--gloo|--mpi), (-H, hosts), *extra, python, script, *args]``.
+    """
+    command = [horovodrun, "-np", str(num_workers)]
+    if controller is not None:
+        command.append(f"--{controller}")
+    if hosts is not None:
+        command += ["-H", hosts]
+    return command + list(extra_horovodrun_args) + [python, str(script)] + list(script_args)
+
+
+def _make_printer(output: Any) -> Callable[[str], None]:
+    if output is None:
+        return lambda line: print(line, flush=True)
+    if hasattr(output, "append_stdout"):
+        return lambda line: output.append_stdout(line + "\n")
+    return output
+
+
+def _execute(command: list[str], *, horovod: bool, show: str, output: Any, env: Mapping | None,
+             cwd: Any, timeout: float | None, check: bool, stop_event: threading.Event | None,
+             on_event: Callable[[dict], None] | None, grace_s: Sequence[float],
+             clock: Callable[[], float]) -> RunResult:
+    from course_lib.processes import stream_command
+
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    full_env.setdefault("PYTHONUNBUFFERED", "1")  # otherwise lines arrive only at exit
+    result = RunResult(command=list(command))
+    printer = _make_printer(output)
+
+    def on_line(line: str) -> None:
+        rank, stream, text, event = parse_line(line, horovod=horovod)
+        result.add_line(line, rank, stream, text, event)
+        if show == "all" or rank is None or (show == "rank0" and rank == 0):
+            printer(line if show == "all" else text)
+        if event is not None and on_event is not None:
+            on_event(event)
+
+    outcome = stream_command(command, on_line, env=full_env, cwd=cwd, timeout=timeout,
+                             stop_event=stop_event, grace_s=grace_s, clock=clock)
+    result.returncode = outcome.returncode
+    result.duration_s = outcome.duration_s
+    result.pids = outcome.pids
+    what = "horovodrun" if horovod else "python"
+    if outcome.reason == "timeout":
+        rank, tail = result.failure_tail(_TAIL_LINES)
+        raise RunTimeoutError(
+            f"{what} run exceeded timeout={timeout} s and was ended (no process of it is left); "
+            f"raise timeout= or shorten the run. Last lines:\n{tail}",
+            returncode=outcome.returncode, rank=None, tail=tail, result=result)
+    if outcome.reason == "stopped":
+        rank, tail = result.failure_tail(_TAIL_LINES)
+        raise RunStoppedError(f"{what} run was stopped on request (no process of it is left)",
+                              returncode=outcome.returncode, rank=None, tail=tail, result=result)
+    if check and outcome.returncode != 0:
+        rank, tail = result.failure_tail(_TAIL_LINES)
+        if not horovod:
+            rank, who, source = None, "", "its output"
+        elif rank is None:
+            who, source = " (no rank could be blamed)", "the log"
+        else:
+            who, source = f": rank {rank} failed", f"rank {rank}"
+        raise RunFailedError(
+            f"{what} exited with status {outcome.returncode}{who}. Last lines of {source}:\n{tail}",
+            returncode=outcome.returncode, rank=rank, tail=tail, result=result)
+    return result
+
+
+def run_horovod(script: str | os.PathLike[str], num_workers: int, script_args: Sequence[str] = (),
+                *, hosts: str | None = None, controller: str | None = "gloo",
+                timeout: float | None = None, env: Mapping[str, str] | None = None,
+                extra_horovodrun_args: Sequence[str] = (), oversubscribe: bool = False,
+                show: str = "rank0", output: Any = None, check: bool = True,
+                python: str = sys.executable, cwd: str | os.PathLike[str] | None = None,
+                stop_event: threading.Event | None = None,
+                on_event: Callable[[dict], None] | None = None,
+                grace_s: Sequence[float] = (3.0, 3.0),
+                clock: Callable[[], float] = time.monotonic) -> RunResult:
+    """Run ``horovodrun -np N [--gloo|--mpi] [-H hosts] [extra] python script args``, live.
+
+    Args:
+        script: The training script (any Horovod script; ours print JSON lines).
+        num_workers: Number of Horovod processes (a positive int).
+        script_args: Arguments of the script, each a ``str``.
+        hosts: ``"host:slots[,host:slots...]"``; ``None``: this machine.
+        controller: ``"gloo"``, ``"mpi"`` or ``None`` (horovodrun's own choice).
+        timeout: Seconds before the run is ended; ``None``: no limit.
+        env: Extra environment variables for the run (added to the current environment).
+        extra_horovodrun_args: More ``horovodrun`` arguments, placed before the script.
+        oversubscribe: Allow more workers than :func:`available_slots`.
+        show: Output shown while it runs: ``"rank0"``, ``"all"`` (with rank prefixes) or
+            ``"none"``; horovodrun's own lines are always shown.
+        output: ``None`` (print), an ``ipywidgets.Output``, or a callable taking one line.
+        check: Raise :class:`RunFailedError` on a non-zero exit status.
+        python: Interpreter of the ranks. cwd: Working directory of the run.
+        stop_event: Set it from another thread to end the run (raises :class:`RunStoppedError`).
+        on_event: Called with every JSON event dict as soon as its line arrives.
+        grace_s: Seconds granted after SIGINT and after SIGTERM when ending a run.
+        clock: Monotonic clock for ``timeout`` and ``duration_s`` (injectable for tests).
+
+    Returns:
+        The :class:`RunResult` (log, JSON records, return code, duration, pids).
+
+    Raises:
+        LaunchError: Bad input or missing horovodrun / mpirun, before anything is launched.
+        RunFailedError: Non-zero exit (with ``check``), naming the failing rank and its tail.
+        RunTimeoutError: The timeout expired. RunStoppedError: ``stop_event`` was set.
+        KeyboardInterrupt: Re-raised after every process of the run was ended.
+    """
+    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
+        raise LaunchError(f"num_workers={num_workers!r} must be a positive int, e.g. 2")
+    if controller not in CONTROLLERS:
+        raise LaunchError(f"controller={controller!r} must be 'gloo', 'mpi' or None")
+    exe = check_common(timeout, show, output, python)
+    path = check_script(script, cwd)
+    args = check_strings("script_args", script_args)
+    extra = check_strings("extra_horovodrun_args", extra_horovodrun_args)
+    if hosts is not None:
+        total = check_hosts(hosts)
+        if num_workers > total:
+            raise LaunchError(f"num_workers={num_workers} exceeds the {total} slots of "
+                              f"hosts={hosts!r}; add slots (host:slots) or use fewer workers")
+    else:
+        slots = available_slots()
+        if num_workers > slots and not oversubscribe:
+            raise LaunchError(
+                f"num_workers={num_workers} exceeds the {slots} slots of this machine "
+                f"({'GPUs' if gpu_count() else 'CPU cores'}); pass oversubscribe=True to run more "
+                "processes than slots (they then share cores, so timings are not representative)")
+    horovodrun = find_horovodrun(exe)
+    if controller == "mpi":
+        check_mpirun(dict(os.environ) | dict(env or {}))
+    command = build_horovod_command(horovodrun, num_workers, exe, path, args, hosts, controller,
+                                    extra)
+    return _execute(command, horovod=True, show=show, output=output, env=env, cwd=cwd,
+                    timeout=timeout, check=check, stop_event=stop_event, on_event=on_event,
+                    grace_s=grace_s, clock=clock)
+
+
+def run_python(script: str | os.PathLike[str], script_args: Sequence[str] = (), *,
+               timeout: float | None = None, env: Mapping[str, str] | None = None,
+               output: Any = None, check: bool = True, python: str = sys.executable,
+               cwd: str | os.PathLike[str] | None = None,
+               stop_event: threading.Event | None = None,
+               on_event: Callable[[dict], None] | None = None,
+               grace_s: Sequence[float] = (3.0, 3.0),
+               clock: Callable[[], float] = time.monotonic) -> RunResult:
+    """Run ``python script args`` in a fresh process, streamed and cleaned up like
+    :func:`run_horovod` (e.g. a MirroredStrategy run, whose memory is freed at its end).
+
+    Args:
+        script, script_args, timeout, env, output, check, python, cwd, stop_event, on_event,
+        grace_s, clock: As in :func:`run_horovod`. All output lines count as rank 0.
+
+    Returns:
+        The :class:`RunResult`.
+
+    Raises:
+        LaunchError, RunFailedError, RunTimeoutError, RunStoppedError, KeyboardInterrupt: As in
+        :func:`run_horovod`.
+    """
+    exe = check_common(timeout, "all", output, python)
+    path = check_script(script, cwd)
+    args = check_strings("script_args", script_args)
+    return _execute([exe, str(path)] + args, horovod=False, show="all", output=output, env=env,
+                    cwd=cwd, timeout=timeout, check=check, stop_event=stop_event,
+                    on_event=on_event, grace_s=grace_s, clock=clock)

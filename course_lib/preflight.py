@@ -1,0 +1,186 @@
+"""Checks made before anything is launched: inputs, slots, horovodrun, mpirun.
+
+Every check raises :class:`LaunchError` with one message that says what is wrong and how to fix
+it. Used by :mod:`course_lib.launch`, which re-exports ``LaunchError``, ``available_slots`` and
+``find_horovodrun``.
+
+Introduced in notebooks/03_horovod.ipynb.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+__all__ = ["LaunchError", "available_slots", "find_horovodrun", "gpu_count", "check_hosts",
+           "check_script", "check_strings", "check_common", "check_mpirun", "CONTROLLERS"]
+
+CONTROLLERS = ("gloo", "mpi", None)
+_SHOW = ("rank0", "all", "none")
+_INSTALL_HINT = (
+    "install it into this environment: run `make setup` (builds Horovod into .venv), or "
+    "`HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 "
+    "HOROVOD_WITH_GLOO=1 {python} -m pip install --no-cache-dir horovod==0.28.1`"
+)
+
+
+class LaunchError(ValueError):
+    """Bad input or environment, detected before anything is launched."""
+
+
+def gpu_count() -> int:
+    """Number of GPUs listed by ``nvidia-smi -L`` (0 without nvidia-smi or on failure)."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return 0
+    try:
+        out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    if out.returncode != 0:
+        return 0
+    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+
+
+def available_slots() -> int:
+    """How many Horovod workers this machine runs without oversubscribing.
+
+    Returns:
+        The number of GPUs (``nvidia-smi -L``) if there are any, else the number of CPU cores
+        this process may use.
+    """
+    gpus = gpu_count()
+    if gpus:
+        return gpus
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def find_horovodrun(python: str = sys.executable) -> str:
+    """Locate ``horovodrun``: next to ``python``, next to ``sys.executable``, then on PATH.
+
+    Args:
+        python: The interpreter the ranks will run (its ``bin/`` is searched first, since a
+            notebook kernel's PATH often lacks the virtualenv's ``bin/``).
+
+    Returns:
+        The absolute path of ``horovodrun``.
+
+    Raises:
+        LaunchError: If it is found nowhere; the message says how to install Horovod.
+    """
+    for folder in (Path(python).parent, Path(sys.executable).parent):
+        candidate = folder / "horovodrun"
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    found = shutil.which("horovodrun")
+    if found:
+        return found
+    raise LaunchError(
+        f"horovodrun was not found next to {python} nor on PATH; "
+        + _INSTALL_HINT.format(python=python)
+    )
+
+
+def check_hosts(hosts: str) -> int:
+    """Validate a horovodrun host list.
+
+    Args:
+        hosts: ``"host:slots[,host:slots...]"`` with every ``slots`` a positive int.
+
+    Returns:
+        The total number of slots.
+
+    Raises:
+        LaunchError: If the list is malformed (the message names the bad entry).
+    """
+    if not isinstance(hosts, str) or not hosts.strip():
+        raise LaunchError(f"hosts={hosts!r} is not a host list; use e.g. 'localhost:2' or "
+                          "'node1:4,node2:4' (host:slots, comma-separated)")
+    total = 0
+    for part in hosts.split(","):
+        name, sep, slots = part.strip().partition(":")
+        if not name or not sep or not slots.isdigit() or int(slots) < 1:
+            raise LaunchError(f"hosts entry {part!r} in {hosts!r} is malformed; each entry must be "
+                              "host:slots with slots a positive integer, e.g. 'localhost:2'")
+        total += int(slots)
+    return total
+
+
+def check_script(script: str | os.PathLike[str], cwd: str | os.PathLike[str] | None) -> Path:
+    """Return the absolute path of ``script`` (relative: from ``cwd``).
+
+    Raises:
+        LaunchError: If it is not a file; the message shows the path looked at.
+    """
+    path = Path(script)
+    if not path.is_absolute() and cwd is not None:
+        path = Path(cwd) / path
+    path = path.resolve()
+    if not path.is_file():
+        raise LaunchError(f"script not found: {path} (from script={str(script)!r}); "
+                          "check the path (relative paths are taken from cwd)")
+    return path
+
+
+def check_strings(name: str, values: Sequence[str]) -> list[str]:
+    """Return ``values`` as a list after checking that each is a ``str``.
+
+    Raises:
+        LaunchError: Naming the argument ``name``, the index and the type of the first non-str.
+    """
+    if isinstance(values, (str, bytes)):
+        raise LaunchError(f"{name} must be a sequence of strings, not one string {values!r}; "
+                          f"write e.g. {name}=[{values!r}]")
+    out = []
+    for index, value in enumerate(values):
+        if not isinstance(value, str):
+            raise LaunchError(f"{name}[{index}] = {value!r} is a {type(value).__name__}, not a "
+                              f"str; convert it, e.g. str({value!r})")
+        out.append(value)
+    return out
+
+
+def check_common(timeout: float | None, show: str, output: Any, python: str) -> str:
+    """Check the arguments shared by ``run_horovod`` and ``run_python``.
+
+    Returns:
+        The absolute path of the ``python`` interpreter.
+
+    Raises:
+        LaunchError: On a non-positive timeout, an unknown ``show``, an ``output`` that is
+            neither None, an ``ipywidgets.Output`` nor callable, or a missing interpreter.
+    """
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                or timeout <= 0):
+        raise LaunchError(f"timeout={timeout!r} must be a positive number of seconds or None")
+    if show not in _SHOW:
+        raise LaunchError(f"show={show!r} must be one of 'rank0', 'all', 'none'")
+    if output is not None and not callable(output) and not hasattr(output, "append_stdout"):
+        raise LaunchError(f"output={output!r} must be None (print), an ipywidgets.Output or a "
+                          "callable taking one line")
+    exe = shutil.which(python)
+    if exe is None:
+        raise LaunchError(f"python={python!r} is not an executable interpreter")
+    return exe
+
+
+def check_mpirun(env: dict[str, str]) -> None:
+    """Check that Open MPI's ``mpirun`` is on the run's PATH (needed by ``controller="mpi"``).
+
+    Args:
+        env: The environment the run will get.
+
+    Raises:
+        LaunchError: If ``mpirun`` is missing; the message says how to install it.
+    """
+    if shutil.which("mpirun", path=env.get("PATH")) is None:
+        raise LaunchError("controller='mpi' needs Open MPI's mpirun, which is not on PATH; "
+                          "install it (apt-get install openmpi-bin, then rebuild Horovod) or "
+                          "use controller='gloo'")

@@ -1,0 +1,259 @@
+"""Run one command in its own process session, stream its output, and leave nothing behind.
+
+This is the process-handling half of :mod:`course_lib.launch`. A command (``horovodrun`` or
+``python``) is started with ``start_new_session=True``, its stdout and stderr are merged into
+one pipe that a reader thread drains line by line, and every line is handed to a callback in
+the *calling* thread as soon as it arrives (so an exception such as ``KeyboardInterrupt``
+raised there, or by a notebook interrupt, reaches the caller).
+
+Horovod's Gloo launcher starts every rank in a session of its own, so killing our process
+group alone would orphan the ranks. While the command runs, all its descendants are therefore
+recorded (``psutil``) and, when the run ends for any reason, whatever is still alive of them is
+sent SIGINT, then SIGTERM, then SIGKILL, with a short grace period between the steps.
+
+Introduced in notebooks/03_horovod.ipynb.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+__all__ = ["ProcessOutcome", "stream_command", "terminate_processes", "alive_pids"]
+
+_EOF = object()
+_POLL_S = 0.1
+_DESCENDANT_SCAN_S = 0.25
+_DRAIN_AFTER_EXIT_S = 2.0
+
+
+@dataclass
+class ProcessOutcome:
+    """What happened to a streamed command.
+
+    Attributes:
+        returncode: Exit status of the command (negative: killed by that signal, e.g. during
+            the clean-up after a timeout or a stop).
+        duration_s: Seconds from start to the end of clean-up.
+        reason: ``"exited"``, ``"timeout"`` or ``"stopped"``.
+        pids: Every process id seen in the run (the command and all its descendants).
+    """
+
+    returncode: int | None
+    duration_s: float
+    reason: str
+    pids: list[int] = field(default_factory=list)
+
+
+def _reader(stream, lines: "queue.Queue[object]") -> None:
+    """Put every line of ``stream`` (decoded, line ending removed) into ``lines``, then EOF."""
+    try:
+        for raw in iter(stream.readline, b""):
+            lines.put(raw.decode("utf-8", errors="replace").rstrip("\r\n"))
+    except (OSError, ValueError):  # pipe closed under us during clean-up
+        pass
+    finally:
+        lines.put(_EOF)
+
+
+def _scan_descendants(root_pid: int, tracked: dict) -> None:
+    """Add the live descendants of ``root_pid`` to ``tracked`` ({(pid, create_time): Process})."""
+    import psutil
+
+    try:
+        children = psutil.Process(root_pid).children(recursive=True)
+    except psutil.Error:
+        return
+    for child in children:
+        try:
+            tracked.setdefault((child.pid, child.create_time()), child)
+        except psutil.Error:
+            continue
+
+
+def _alive(procs: Sequence) -> list:
+    """The processes in ``procs`` that still run (zombies count as gone)."""
+    import psutil
+
+    result = []
+    for proc in procs:
+        try:
+            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                result.append(proc)
+        except psutil.Error:
+            continue
+    return result
+
+
+def alive_pids(pids: Sequence[int]) -> list[int]:
+    """Return those of ``pids`` that belong to a live (non-zombie) process.
+
+    Args:
+        pids: Process ids, e.g. ``RunResult.pids``.
+
+    Returns:
+        The ids still alive.
+    """
+    import psutil
+
+    alive = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except psutil.Error:
+            continue
+    return alive
+
+
+def terminate_processes(
+    popen: subprocess.Popen, tracked: dict, grace_s: Sequence[float] = (3.0, 3.0)
+) -> None:
+    """End ``popen``'s process group and every tracked descendant: SIGINT, SIGTERM, SIGKILL.
+
+    Args:
+        popen: The command started with ``start_new_session=True`` (its pid is the group id).
+        tracked: Descendants recorded while it ran, ``{(pid, create_time): psutil.Process}``.
+        grace_s: Seconds to wait after SIGINT and after SIGTERM before the next signal.
+    """
+    import psutil
+
+    if popen.poll() is None:
+        _scan_descendants(popen.pid, tracked)
+    try:
+        root = [psutil.Process(popen.pid)] if popen.poll() is None else []
+    except psutil.Error:
+        root = []
+    steps = [(signal.SIGINT, grace_s[0]), (signal.SIGTERM, grace_s[1]), (signal.SIGKILL, 5.0)]
+    for sig, grace in steps:
+        targets = _alive(root + list(tracked.values()))
+        if not targets:
+            break
+        try:
+            os.killpg(popen.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        for proc in targets:
+            try:
+                proc.send_signal(sig)
+            except psutil.Error:
+                continue
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            popen.poll()  # reap our own child so it does not linger as a zombie
+            if not _alive(targets):
+                break
+            time.sleep(0.05)
+    try:
+        popen.wait(timeout=5.0)
+    except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
+        pass
+
+
+def stream_command(
+    command: Sequence[str],
+    on_line: Callable[[str], None],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    timeout: float | None = None,
+    stop_event: threading.Event | None = None,
+    grace_s: Sequence[float] = (3.0, 3.0),
+    clock: Callable[[], float] = time.monotonic,
+) -> ProcessOutcome:
+    """Run ``command`` in a new session and call ``on_line`` for each output line as it comes.
+
+    stdout and stderr are merged line by line (nothing is hidden). ``on_line`` runs in the calling thread;
+    whatever it raises (``KeyboardInterrupt`` included) propagates after the clean-up.
+
+    Args:
+        command: Argument list (never a shell string).
+        on_line: Called with each line, without its line ending.
+        env: Complete environment of the command (``None``: inherit).
+        cwd: Working directory of the command.
+        timeout: Seconds after which the run is ended (reason ``"timeout"``); ``None``: no limit.
+        stop_event: When set from another thread, the run is ended (reason ``"stopped"``).
+        grace_s: Grace periods after SIGINT and after SIGTERM during clean-up.
+        clock: Monotonic clock used for the timeout and the duration (injectable for tests).
+
+    Returns:
+        A :class:`ProcessOutcome`. Whatever the outcome, no process of the run is left alive.
+
+    Raises:
+        OSError: If the command cannot be started.
+    """
+    start = clock()
+    popen = subprocess.Popen(
+        list(command),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=dict(env) if env is not None else None,
+        cwd=cwd,
+        start_new_session=True,
+    )
+    # One reader per pipe: both streams end up in one queue, yet a line written to stderr is
+    # never cut in two by a write to stdout (mpirun writes its tags and texts separately).
+    lines: "queue.Queue[object]" = queue.Queue()
+    readers = [
+        threading.Thread(target=_reader, args=(pipe, lines), daemon=True)
+        for pipe in (popen.stdout, popen.stderr)
+    ]
+    for reader in readers:
+        reader.start()
+    open_pipes = len(readers)
+    tracked: dict = {}
+    reason = "exited"
+    next_scan = 0.0
+    exited_at: float | None = None
+    try:
+        while True:
+            now = clock()
+            if popen.poll() is None and now >= next_scan:
+                _scan_descendants(popen.pid, tracked)
+                next_scan = now + _DESCENDANT_SCAN_S
+            try:
+                item = lines.get(timeout=_POLL_S)
+            except queue.Empty:
+                item = None
+            if item is _EOF:
+                open_pipes -= 1
+                if open_pipes == 0:
+                    break
+                continue
+            if item is not None:
+                on_line(item)  # type: ignore[arg-type]
+                continue
+            if timeout is not None and clock() - start >= timeout:
+                reason = "timeout"
+                break
+            if stop_event is not None and stop_event.is_set():
+                reason = "stopped"
+                break
+            if popen.poll() is not None:
+                # The command exited but a descendant still holds the pipe open.
+                exited_at = clock() if exited_at is None else exited_at
+                if clock() - exited_at >= _DRAIN_AFTER_EXIT_S:
+                    break
+    finally:
+        terminate_processes(popen, tracked, grace_s)
+        for reader, pipe in zip(readers, (popen.stdout, popen.stderr)):
+            reader.join(timeout=2.0)
+            if pipe is not None and not reader.is_alive():
+                pipe.close()
+    # Lines still queued after clean-up (e.g. the ranks' last words) are delivered too.
+    while True:
+        try:
+            item = lines.get_nowait()
+        except queue.Empty:
+            break
+        if item is not _EOF:
+            on_line(item)  # type: ignore[arg-type]
+    pids = [popen.pid] + [pid for pid, _ in tracked]
+    return ProcessOutcome(popen.returncode, clock() - start, reason, pids)

@@ -1,0 +1,175 @@
+"""The log of a launched run: rank prefixes parsed, JSON lines collected into a ``RunResult``.
+
+Horovod prefixes every line of a rank. Gloo (``horovodrun --gloo``) writes ``[1]<stderr>:text``
+(optionally preceded by a timestamp with ``--prefix-output-with-timestamp``); Open MPI
+(``--mpi``, which tags output) writes ``[1,0]<stdout>:text`` where the second number is the
+rank. Lines without a prefix are horovodrun's / mpirun's own. A rank's text that is one JSON
+object with an ``"event"`` key is an event of ``docs/architecture.md``.
+
+Introduced in notebooks/03_horovod.ipynb.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["RunResult", "parse_line"]
+
+_PREFIX = re.compile(
+    r"^(?:\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})?"  # optional asctime (Gloo)
+    r"\[(?:(?P<job>\d+),)?(?P<rank>\d+)\]<(?P<stream>stdout|stderr|stddiag)>:(?P<text>.*)$"
+)
+# horovodrun's own report of a failed rank (Gloo) and mpirun's (MPI).
+_RUNNER_FAILED = re.compile(r"^\s*Process name:\s*(?:(\d+)|\[\[\d+,\d+\],(\d+)\])\s*$")
+_COLLATERAL = "Horovod has been shut down"
+_TRACEBACK = "Traceback (most recent call last)"
+
+
+def parse_line(line: str, *, horovod: bool = True) -> tuple[int | None, str, str, dict | None]:
+    """Split one output line into rank, stream, text and (if any) JSON event.
+
+    Args:
+        line: A line as written by horovodrun (or by a single python process).
+        horovod: ``False`` for a single process: every line is rank 0's stdout.
+
+    Returns:
+        ``(rank, stream, text, event)``: ``rank`` is ``None`` for horovodrun's own lines; text
+        is what follows the prefix, reduced to what a terminal shows after a carriage return;
+        ``event`` is the JSON dict when the text is a JSON event, else ``None``.
+    """
+    rank: int | None = 0
+    stream, text = "stdout", line
+    if horovod:
+        match = _PREFIX.match(line)
+        if match:
+            rank, stream, text = int(match["rank"]), match["stream"], match["text"]
+            if match["job"] is not None:  # mpirun may repeat the tag inside a split line
+                text = text.replace(line[: match.start("text")], "")
+        else:
+            rank = None
+    text = text.rsplit("\r", 1)[-1]
+    event = None
+    stripped = text.strip()
+    if rank is not None and stripped.startswith("{") and stripped.endswith("}"):
+        try:
+            candidate = json.loads(stripped)
+        except ValueError:
+            candidate = None
+        if isinstance(candidate, dict) and isinstance(candidate.get("event"), str):
+            event = candidate
+    return rank, stream, text, event
+
+
+@dataclass
+class RunResult:
+    """Everything a run printed, and the JSON records of ``docs/architecture.md``.
+
+    Attributes:
+        command: The argument list that was run.
+        returncode: Exit status (``None`` while running).
+        duration_s: Wall-clock seconds of the run, clean-up included.
+        config: The ``config`` event (rank 0), or ``None``.
+        epochs: The ``epoch`` events of rank 0, in order.
+        result: The ``result`` event (rank 0), or ``None``.
+        digests: ``{rank: digest}`` from the ``digest`` events.
+        checkpoints: The ``checkpoint`` events, in order.
+        log: Every line, as printed (rank prefixes included).
+        events: Every JSON event with the rank that printed it, ``[(rank, event), ...]``.
+        pids: Every process id of the run (the launcher and its descendants).
+    """
+
+    command: list[str]
+    returncode: int | None = None
+    duration_s: float = 0.0
+    config: dict | None = None
+    epochs: list[dict] = field(default_factory=list)
+    result: dict | None = None
+    digests: dict[int, str] = field(default_factory=dict)
+    checkpoints: list[dict] = field(default_factory=list)
+    log: list[str] = field(default_factory=list)
+    events: list[tuple[int, dict]] = field(default_factory=list)
+    pids: list[int] = field(default_factory=list)
+    _parsed: list[tuple[int | None, str, str]] = field(default_factory=list, repr=False)
+
+    def add_line(self, line: str, rank: int | None, stream: str, text: str,
+                 event: dict | None) -> None:
+        """Record one line (see :func:`parse_line` for the other arguments)."""
+        self.log.append(line)
+        self._parsed.append((rank, stream, text))
+        if event is None or rank is None:
+            return
+        self.events.append((rank, event))
+        kind = event["event"]
+        if kind == "digest":
+            self.digests[int(event.get("rank", rank))] = str(event.get("digest"))
+        elif rank != 0:
+            return
+        elif kind == "config":
+            self.config = event
+        elif kind == "epoch":
+            self.epochs.append(event)
+        elif kind == "result":
+            self.result = event
+        elif kind == "checkpoint":
+            self.checkpoints.append(event)
+
+    def lines_for_rank(self, rank: int | None) -> list[str]:
+        """The text (prefix removed) of every line of ``rank``; ``None``: horovodrun's own."""
+        return [text for r, _, text in self._parsed if r == rank]
+
+    def failed_rank(self) -> int | None:
+        """The rank that failed first, or ``None`` if it cannot be told.
+
+        Ranks' lines reach the log in no reliable order, so the guess is: the first rank with a
+        traceback that is not just the echo of another rank's failure ("Horovod has been shut
+        down"); else the rank horovodrun / mpirun names as the first to exit non-zero; else
+        the first rank with a traceback.
+        """
+        tracebacks: list[int] = []
+        collateral: set[int] = set()
+        named: int | None = None
+        for rank, _, text in self._parsed:
+            if rank is None:
+                match = _RUNNER_FAILED.search(text)
+                if match and named is None:
+                    named = int(match.group(1) or match.group(2))
+            elif _TRACEBACK in text and rank not in tracebacks:
+                tracebacks.append(rank)
+            elif _COLLATERAL in text:
+                collateral.add(rank)
+        for rank in tracebacks:
+            if rank not in collateral:
+                return rank
+        return named if named is not None else (tracebacks[0] if tracebacks else None)
+
+    def failure_tail(self, lines: int = 15) -> tuple[int | None, str]:
+        """``(rank, tail)``: the failing rank and its last ``lines`` lines (or the log's)."""
+        rank = self.failed_rank()
+        source = self.lines_for_rank(rank) if rank is not None else self.log
+        return rank, "\n".join(source[-lines:])
+
+    def to_record(self, label: str = "", **extra: Any):
+        """Convert the ``result`` event into a :class:`course_lib.scaling.RunRecord`.
+
+        Args:
+            label: Label of the record (e.g. ``"horovod 2 workers"``).
+            **extra: More fields for the record's ``extra`` (besides the ``result`` keys that
+                are not record fields).
+
+        Returns:
+            The ``RunRecord``.
+
+        Raises:
+            ValueError: If the run printed no ``result`` event (run the script with ``--json``).
+        """
+        from course_lib import scaling
+
+        if self.result is None:
+            raise ValueError("this run printed no JSON 'result' event, so it has no throughput "
+                             "record; run the script with --json (see docs/architecture.md)")
+        description = dict(self.result, label=label)
+        description["extra"] = dict(extra)
+        return scaling.to_record(description)

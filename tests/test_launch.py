@@ -1,0 +1,337 @@
+"""Tests of course_lib.launch / processes / runlog: parsing, bad input, and real horovodrun runs.
+
+The integration tests launch real ``horovodrun -np 2`` (Gloo and MPI) on the CPU with the tiny
+scripts in tests/scripts/, and after every failure, timeout, stop or interrupt they check that
+no process of the run is left, by two independent means: the pids the launcher recorded, and a
+scan of all processes for a marker argument unique to the test.
+"""
+
+from __future__ import annotations
+
+import _thread
+import os
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+
+from course_lib import launch, preflight, processes
+from course_lib.launch import (
+    LaunchError, RunFailedError, RunStoppedError, RunTimeoutError, run_horovod, run_python)
+from course_lib.processes import alive_pids, stream_command
+from course_lib.runlog import RunResult, parse_line
+
+SCRIPTS = Path(__file__).parent / "scripts"
+TINY, CRASH, SLEEP = SCRIPTS / "tiny_hvd.py", SCRIPTS / "crash_hvd.py", SCRIPTS / "sleep_hvd.py"
+ENV = {"TF_CPP_MIN_LOG_LEVEL": "2"}
+# Open MPI busy-polls by default; on 2 shared cores that starves the other rank (3x slower).
+MPI_ENV = {**ENV, "OMPI_MCA_mpi_yield_when_idle": "1"}
+
+needs_horovod = pytest.mark.skipif(
+    os.environ.get("COURSE_SKIP_HOROVOD") == "1", reason="COURSE_SKIP_HOROVOD=1")
+
+
+def marker() -> str:
+    return f"test-{uuid.uuid4().hex}"
+
+
+def processes_with(mark: str) -> list[str]:
+    """Live processes whose command line contains ``mark`` (zombies excluded)."""
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline", "status"]):
+        try:
+            if proc.info["status"] != psutil.STATUS_ZOMBIE and any(
+                    mark in arg for arg in proc.info["cmdline"] or ()):
+                found.append(f"{proc.pid}: {' '.join(proc.info['cmdline'])}")
+        except psutil.Error:
+            continue
+    return found
+
+
+def assert_nothing_left(mark: str, result: RunResult | None = None) -> None:
+    assert processes_with(mark) == []
+    if result is not None:
+        assert len(result.pids) >= 3  # horovodrun and at least the two ranks were seen
+        assert alive_pids(result.pids) == []
+
+
+# -- parsing ------------------------------------------------------------------------------------
+def test_parse_gloo_mpi_and_plain_lines():
+    assert parse_line("[1]<stderr>:boom") == (1, "stderr", "boom", None)
+    assert parse_line("[1,0]<stdout>:hi")[:3] == (0, "stdout", "hi")
+    assert parse_line("Sat Nov 21 06:32:09 2026[3]<stdout>:x")[:3] == (3, "stdout", "x")
+    assert parse_line("[1,1]<stderr>:hello err[1,1]<stderr>:")[2] == "hello err"
+    assert parse_line("Checking connectivity")[0] is None
+    assert parse_line('{"event": "epoch"}')[0] is None  # horovodrun's own: never an event
+    assert parse_line("[0]<stdout>:  1/9 [..]\r  9/9 [==]")[2] == "  9/9 [==]"
+    rank, _, _, event = parse_line('[0]<stdout>:{"event": "epoch", "epoch": 1}')
+    assert (rank, event) == (0, {"event": "epoch", "epoch": 1})
+    assert parse_line('[0]<stdout>:{"epoch": 1}')[3] is None  # no "event" key
+    assert parse_line('{"event": "result", "workers": 1}', horovod=False)[3]["workers"] == 1
+
+
+def test_run_result_collects_events_and_blames_first_traceback():
+    res = RunResult(command=["x"])
+    lines = ['[0]<stdout>:{"event": "config", "epochs": 1}',
+             '[1]<stdout>:{"event": "epoch", "epoch": 1}',  # rank 1: ignored for epochs
+             '[0]<stdout>:{"event": "epoch", "epoch": 1}',
+             '[0]<stdout>:{"event": "digest", "rank": 0, "digest": "ab"}',
+             '[1]<stdout>:{"event": "digest", "rank": 1, "digest": "ab"}',
+             "[1]<stderr>:Traceback (most recent call last):",
+             "[1]<stderr>:RuntimeError: boom",
+             "[0]<stderr>:Traceback (most recent call last):",
+             "Process 0 exit with status code 1."]
+    for line in lines:
+        res.add_line(line, *parse_line(line))
+    assert res.config == {"event": "config", "epochs": 1}
+    assert res.epochs == [{"event": "epoch", "epoch": 1}]
+    assert res.digests == {0: "ab", 1: "ab"}
+    assert res.failure_tail(1) == (1, "RuntimeError: boom")
+    assert res.lines_for_rank(None) == ["Process 0 exit with status code 1."]
+    with pytest.raises(ValueError, match="--json"):
+        res.to_record()
+
+
+@pytest.mark.parametrize("lines, rank", [
+    # rank 0's echo of rank 1's failure reaches the log first: rank 1 is still blamed
+    (["[0]<stderr>:Traceback (most recent call last):",
+      "[0]<stderr>:UnknownError: Horovod has been shut down. This was caused by ...",
+      "[1]<stderr>:Traceback (most recent call last):", "[1]<stderr>:RuntimeError: x"], 1),
+    (["[1,0]<stderr>:killed", "  Process name: [[23552,1],1]"], 1),  # mpirun names it
+    (["[0]<stderr>:oops", "Process name: 0"], 0),  # horovodrun (Gloo) names it
+    (["[0]<stdout>:fine", "Segmentation fault"], None),
+])
+def test_failed_rank(lines, rank):
+    res = RunResult(command=["x"])
+    for line in lines:
+        res.add_line(line, *parse_line(line))
+    assert res.failed_rank() == rank
+
+
+def test_stream_command_uses_the_injected_clock_for_the_timeout():
+    got: list[str] = []
+    code = "import time; print('up', flush=True); time.sleep(60)"
+    # time stands still until the first line arrived, then jumps past the timeout
+    outcome = stream_command([sys.executable, "-c", code], got.append, timeout=50,
+                             clock=lambda: 100.0 if got else 0.0, grace_s=(1.0, 1.0))
+    assert outcome.reason == "timeout" and got[0] == "up"  # then its SIGINT traceback
+    assert outcome.duration_s == 100.0
+    assert alive_pids(outcome.pids) == []
+
+
+# -- bad input: one clear error each, before anything is launched --------------------------------
+@pytest.mark.parametrize("kwargs, message", [
+    ({"num_workers": 0}, "num_workers=0 must be a positive int"),
+    ({"num_workers": True}, "num_workers=True must be a positive int"),
+    ({"num_workers": 2.0}, "num_workers=2.0 must be a positive int"),
+    ({"script_args": ["--epochs", 2]}, r"script_args\[1\] = 2 is a int, not a str"),
+    ({"script_args": "--json"}, "sequence of strings, not one string"),
+    ({"hosts": "localhost"}, "'localhost' in 'localhost' is malformed"),
+    ({"hosts": "a:2,b:0"}, "'b:0' in 'a:2,b:0' is malformed"),
+    ({"hosts": "a:x"}, "slots a positive integer"),
+    ({"hosts": "localhost:1"}, "exceeds the 1 slots of hosts='localhost:1'"),
+    ({"controller": "nccl"}, "controller='nccl' must be 'gloo', 'mpi' or None"),
+    ({"show": "rank1"}, "show='rank1' must be one of"),
+    ({"timeout": 0}, "timeout=0 must be a positive number"),
+    ({"output": 42}, "output=42 must be None"),
+    ({"extra_horovodrun_args": [1]}, r"extra_horovodrun_args\[0\] = 1 is a int"),
+])
+def test_bad_input_is_rejected_with_a_clear_message(kwargs, message, monkeypatch):
+    def must_not_start(*args, **kwargs):
+        raise AssertionError("a process was started despite bad input")
+
+    monkeypatch.setattr(processes, "stream_command", must_not_start)
+    monkeypatch.setattr(launch, "available_slots", lambda: 4)
+    call = {"script": SLEEP, "num_workers": 2, **kwargs}
+    with pytest.raises(LaunchError, match=message):
+        run_horovod(**call)
+
+
+def test_missing_script_shows_its_path(tmp_path):
+    with pytest.raises(LaunchError, match=f"script not found: {tmp_path / 'nope.py'}"):
+        run_horovod("nope.py", 1, cwd=tmp_path)
+    with pytest.raises(LaunchError, match="script not found"):
+        run_python(tmp_path / "nope.py")
+
+
+def test_too_many_workers_says_how_to_oversubscribe(monkeypatch):
+    monkeypatch.setattr(launch, "available_slots", lambda: 2)
+    with pytest.raises(LaunchError, match="exceeds the 2 slots .*pass oversubscribe=True"):
+        run_horovod(SLEEP, 3)
+
+
+def test_missing_horovodrun_says_how_to_install(tmp_path, monkeypatch):
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    (fake_bin / "python").symlink_to(sys.executable)
+    monkeypatch.setattr(sys, "executable", str(fake_bin / "python"))
+    monkeypatch.setenv("PATH", str(fake_bin))
+    with pytest.raises(LaunchError, match="horovodrun was not found.*make setup.*"
+                                          "HOROVOD_WITH_TENSORFLOW=1"):
+        run_horovod(SLEEP, 1, python=str(fake_bin / "python"))
+
+
+def test_mpi_without_mpirun_is_rejected(tmp_path, monkeypatch):
+    monkeypatch.setattr(launch, "find_horovodrun", lambda python: "/usr/bin/horovodrun")
+    with pytest.raises(LaunchError, match="controller='mpi' needs Open MPI's mpirun"):
+        run_horovod(SLEEP, 1, controller="mpi", env={"PATH": str(tmp_path)})
+
+
+def test_command_is_an_argument_list():
+    cmd = launch.build_horovod_command("/v/horovodrun", 2, "/v/python", Path("/s.py"), ["--a", "b c"],
+                                       "h1:1,h2:1", "mpi", ["--verbose"])
+    assert cmd == ["/v/horovodrun", "-np", "2", "--mpi", "-H", "h1:1,h2:1", "--verbose",
+                   "/v/python", "/s.py", "--a", "b c"]
+
+
+def test_available_slots_without_gpus_is_the_cpu_count(monkeypatch):
+    monkeypatch.setattr(preflight, "gpu_count", lambda: 0)
+    assert launch.available_slots() == len(os.sched_getaffinity(0))
+    monkeypatch.setattr(preflight, "gpu_count", lambda: 8)
+    assert launch.available_slots() == 8
+
+
+# -- run_python (cheap: no TensorFlow) -----------------------------------------------------------
+def test_run_python_streams_collects_and_reports_failure(tmp_path):
+    script = tmp_path / "s.py"
+    script.write_text("import json, sys\n"
+                      "print(json.dumps({'event': 'result', 'workers': 1}))\n"
+                      "print('to stderr', file=sys.stderr)\n"
+                      "sys.exit(int(sys.argv[1]))\n")
+    seen: list[str] = []
+    res = run_python(script, ["0"], output=seen.append)
+    assert res.returncode == 0 and res.result == {"event": "result", "workers": 1}
+    assert sorted(seen) == sorted(['{"event": "result", "workers": 1}', "to stderr"])
+    with pytest.raises(RunFailedError, match="python exited with status 2") as info:
+        run_python(script, ["2"], output=seen.append)
+    assert info.value.returncode == 2 and "to stderr" in info.value.tail
+    assert run_python(script, ["2"], output=seen.append, check=False).returncode == 2
+
+
+# -- real horovodrun runs ------------------------------------------------------------------------
+@needs_horovod
+@pytest.mark.horovod
+def test_gloo_run_streams_live_and_collects_records(tmp_path):
+    go, mark = tmp_path / "go", marker()
+    shown: list[tuple[float, str]] = []
+    events: list[dict] = []
+
+    def on_line(line: str) -> None:
+        shown.append((time.monotonic(), line))
+        if '"event": "config"' in line:
+            go.touch()  # the ranks wait for this file: the run cannot end unless lines stream
+
+    res = run_horovod(TINY, 2, ["--epochs", "2", "--batch-size", "16", "--train-subset", "256",
+                                "--json", "--wait-for", str(go), "--marker", mark],
+                      output=on_line, on_event=events.append, env=ENV, timeout=240)
+    ended = time.monotonic()
+    assert res.returncode == 0
+    assert res.config["workers"] == 2 and res.config["global_batch"] == 32
+    assert [e["epoch"] for e in res.epochs] == [1, 2]
+    assert res.result["workers"] == 2 and res.result["images_per_sec"] > 0
+    assert set(res.digests) == {0, 1} and res.digests[0] == res.digests[1]
+    assert [e["event"] for e in events if e["event"] != "digest"] == [
+        "config", "epoch", "epoch", "result"]
+    config_at = next(t for t, line in shown if '"event": "config"' in line)
+    assert config_at < ended
+    shown_lines = [line for _, line in shown]
+    assert any('"rank": 0' in line for line in shown_lines)  # rank 0's digest, prefix removed
+    assert not any('"rank": 1' in line or line.startswith("[") for line in shown_lines)
+    assert any(line.startswith('[1]<stdout>:{"event": "digest"') for line in res.log)
+    assert_nothing_left(mark)
+
+
+@needs_horovod
+@pytest.mark.horovod
+def test_mpi_run_has_identical_digests():
+    mark = marker()
+    res = run_horovod(TINY, 2, ["--train-subset", "128", "--json", "--marker", mark],
+                      controller="mpi", show="all", output=lambda line: None, env=MPI_ENV,
+                      timeout=240)
+    assert res.returncode == 0 and res.result["workers"] == 2
+    assert set(res.digests) == {0, 1} and res.digests[0] == res.digests[1]
+    assert any(line.startswith("[1,1]<stdout>:") for line in res.log)
+    assert_nothing_left(mark)
+
+
+@needs_horovod
+@pytest.mark.horovod
+def test_crashing_rank_is_named_with_its_traceback():
+    mark = marker()
+    with pytest.raises(RunFailedError, match="rank 1 failed") as info:
+        run_horovod(CRASH, 2, ["--marker", mark], output=lambda line: None, env=ENV,
+                    timeout=240)
+    err = info.value
+    assert err.rank == 1 and err.returncode != 0
+    assert "RuntimeError: rank 1 fails on purpose at step 1" in str(err)
+    assert "fail_deep_inside" in err.tail and "Traceback" in err.tail
+    assert err.result.result is None and err.result.epochs == []  # any script works
+    assert_nothing_left(mark, err.result)
+
+
+@needs_horovod
+@pytest.mark.horovod
+def test_timeout_kills_even_ranks_that_ignore_sigint_and_sigterm():
+    mark, up = marker(), []
+
+    def on_line(line: str) -> None:
+        up.extend(["rank"] if "sleeping" in line else [])
+
+    def clock() -> float:  # time stands still until both ranks are up, then jumps 1000 s
+        return 1000.0 if len(up) == 2 else 0.0
+
+    with pytest.raises(RunTimeoutError, match="exceeded timeout=5 s") as info:
+        run_horovod(SLEEP, 2, ["--stubborn", "--marker", mark], timeout=5, show="all",
+                    output=on_line, grace_s=(1.0, 1.0), clock=clock)
+    assert sum("sleeping" in line for line in info.value.result.log) == 2
+    assert_nothing_left(mark, info.value.result)
+
+
+@needs_horovod
+@pytest.mark.horovod
+def test_interrupt_from_the_output_callback_cleans_up_and_propagates():
+    mark = marker()
+
+    def on_line(line: str) -> None:
+        if "sleeping" in line:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_horovod(SLEEP, 2, ["--marker", mark], output=on_line, show="all", timeout=120)
+    assert_nothing_left(mark)
+
+
+@needs_horovod
+@pytest.mark.horovod
+def test_interrupt_main_during_an_mpi_run_cleans_up_and_propagates():
+    mark = marker()
+    started = threading.Event()
+
+    def on_line(line: str) -> None:
+        if "sleeping" in line and not started.is_set():
+            started.set()
+            threading.Timer(0.2, _thread.interrupt_main).start()  # as a notebook interrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_horovod(SLEEP, 2, ["--marker", mark], controller="mpi", output=on_line,
+                    show="all", timeout=120)
+    assert started.is_set()
+    assert_nothing_left(mark)
+
+
+@needs_horovod
+@pytest.mark.horovod
+def test_stop_event_from_another_thread():
+    mark, stop = marker(), threading.Event()
+
+    def on_line(line: str) -> None:
+        if "sleeping" in line:
+            threading.Timer(0.2, stop.set).start()
+
+    with pytest.raises(RunStoppedError, match="stopped on request") as info:
+        run_horovod(SLEEP, 2, ["--marker", mark], output=on_line, stop_event=stop, timeout=120)
+    assert_nothing_left(mark, info.value.result)

@@ -1,0 +1,112 @@
+"""Tests of course_lib.widgets.ControlPanel, headless (no browser, no kernel).
+
+One real 1-worker Horovod run with the tiny script fills the records, the progress bar, the
+table and the plot; one background run of a sleeping script is stopped and must leave no
+process behind.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from pathlib import Path
+
+import ipywidgets as w
+import psutil
+import pytest
+
+from course_lib import scaling
+from course_lib.launch import LaunchError
+from course_lib.widgets import ControlPanel, default_script
+
+SCRIPTS = Path(__file__).parent / "scripts"
+needs_horovod = pytest.mark.skipif(
+    os.environ.get("COURSE_SKIP_HOROVOD") == "1", reason="COURSE_SKIP_HOROVOD=1")
+
+
+def processes_with(mark: str) -> list[int]:
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        try:
+            if proc.info["status"] != psutil.STATUS_ZOMBIE and any(
+                    mark in arg for arg in proc.info["cmdline"] or ()):
+                found.append(proc.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
+def log_text(panel: ControlPanel) -> str:
+    return "".join(out.get("text", "") for out in panel.log.outputs)
+
+
+def test_panel_builds_with_all_widgets(monkeypatch):
+    monkeypatch.setattr("course_lib.launch.available_slots", lambda: 2)
+    panel = ControlPanel()
+    assert panel.script == default_script()
+    assert panel.script.parts[-2:] == ("source_code", "horovod_fmnist.py")
+    for name, kind in [("workers", w.IntSlider), ("batch_size", w.IntSlider),
+                       ("epochs", w.IntSlider), ("controller", w.Dropdown),
+                       ("run_button", w.Button), ("stop_button", w.Button),
+                       ("progress", w.IntProgress), ("log", w.Output), ("table", w.HTML),
+                       ("plot", w.Output), ("widget", w.VBox)]:
+        assert isinstance(getattr(panel, name), kind), name
+    assert panel.workers.max == 4 and panel.controller.options == ("gloo", "mpi")
+    assert panel.oversubscribe_note.value == ""
+    panel.workers.value = 3
+    assert "oversubscribed" in panel.oversubscribe_note.value
+    assert panel.stop_button.disabled and not panel.running
+    panel.stop()  # idle: a no-op
+
+
+def test_panel_rejects_bad_settings_before_launching(tmp_path):
+    panel = ControlPanel(tmp_path / "missing.py")
+    with pytest.raises(LaunchError, match="script not found"):
+        panel.run(workers=1)
+    with pytest.raises(LaunchError, match="workers=0 must be a positive int"):
+        panel.run(workers=0)
+    with pytest.raises(LaunchError, match="controller='nccl'"):
+        panel.run(controller="nccl")
+
+
+@needs_horovod
+@pytest.mark.horovod
+def test_headless_run_fills_records_progress_table_and_plot(tmp_path):
+    records_path = tmp_path / "records.json"
+    panel = ControlPanel(SCRIPTS / "tiny_hvd.py", records_path=records_path,
+                         default_args=("--train-subset", "256"), timeout=240)
+    events = []
+    hook = panel._on_event
+    panel._on_event = lambda event: (events.append(event), hook(event))
+    result = panel.run(workers=1, batch_size=32, epochs=2, controller="gloo")
+    assert result.returncode == 0 and result.result["workers"] == 1
+    assert "--batch-size" in result.command and "--json" in result.command
+    assert [e["epoch"] for e in events if e["event"] == "epoch"] == [1, 2]
+    assert (panel.progress.value, panel.progress.max) == (2, 2)
+    assert len(panel.records) == 1 and panel.records[0].devices == 1
+    assert panel.records[0].images_per_sec == result.result["images_per_sec"]
+    assert "<table" in panel.table.value and "speedup" in panel.table.value
+    assert panel.figure is not None
+    assert scaling.load_records(records_path) == panel.records  # persisted
+    assert "done" in panel.status.value and not panel.run_button.disabled
+    assert ControlPanel(SCRIPTS / "tiny_hvd.py", records_path=records_path).records == panel.records
+
+
+@needs_horovod
+@pytest.mark.horovod
+def test_stop_ends_a_background_run_without_leftovers():
+    mark = f"test-{uuid.uuid4().hex}"
+    panel = ControlPanel(SCRIPTS / "sleep_hvd.py", default_args=("--marker", mark), timeout=120)
+    assert panel.run(workers=2, wait=False) is None
+    assert panel.running and not panel.stop_button.disabled
+    deadline = time.monotonic() + 90
+    while "sleeping" not in log_text(panel) and time.monotonic() < deadline:
+        time.sleep(0.2)  # polling for start-up, not a timed assertion
+    assert "sleeping" in log_text(panel)  # rank 0 is up, its line streamed into the panel
+    assert len(processes_with(mark)) >= 3  # horovodrun and its ranks
+    panel.stop()
+    assert not panel.running
+    assert processes_with(mark) == []
+    assert panel.wait() is None and "stopped" in panel.status.value
+    assert panel.records == [] and panel.stop_button.disabled
