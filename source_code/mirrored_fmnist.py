@@ -1,0 +1,140 @@
+"""tf.distribute.MirroredStrategy training of the course CNN on Fashion-MNIST.
+
+One process drives N replicas (GPUs, or logical CPU devices with ``--devices N`` on a machine
+without GPUs): each global batch is split across the replicas, their gradients are summed with
+an all-reduce, and every replica applies the same update.
+
+How to run (2 simulated CPU devices, or 2 GPUs)::
+
+    python source_code/mirrored_fmnist.py --devices 2 --epochs 1 --train-subset 6000
+
+The distributed lines are marked ``# Strategy:``. With ``--json`` it prints the same JSON lines
+as source_code/horovod_fmnist.py (docs/architecture.md), with ``strategy`` = ``"mirrored"`` and
+``workers`` = replicas, so the notebooks can compare both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from course_lib import training
+from course_lib.training import emit, non_negative_int, positive_float, positive_int
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse and check the flags; every bad flag exits here, before TensorFlow starts."""
+    parser = argparse.ArgumentParser(
+        description="Train the course CNN on Fashion-MNIST with tf.distribute.MirroredStrategy "
+        "(one process, several devices). One epoch = one pass over the training set.",
+        epilog="example: python source_code/mirrored_fmnist.py --devices 2 --epochs 1 --train-subset 6000",
+        formatter_class=training.HelpFormatter)
+    parser.add_argument("--devices", type=positive_int, default=None,
+                        help="simulate N devices (split GPU 0, or the CPU, into N logical devices); "
+                        "default: all GPUs, or the one CPU")
+    parser.add_argument("--batch-size", type=positive_int, default=128,
+                        help="batch size PER REPLICA; the global batch is this x replicas")
+    parser.add_argument("--epochs", type=positive_int, default=3, help="epochs to train")
+    parser.add_argument("--lr", type=positive_float, default=1e-3,
+                        help="learning rate (before --scale-lr); LARS needs about 0.1-10")
+    parser.add_argument("--scale-lr", action="store_true",
+                        help="multiply the learning rate by the number of replicas")
+    parser.add_argument("--plateau", action="store_true",
+                        help="halve the learning rate when the loss stops improving")
+    parser.add_argument("--optimizer", choices=training.OPTIMIZERS, default="adam",
+                        help="adam, sgd (momentum 0.9), lars or lamb (course_lib.optimizers)")
+    parser.add_argument("--train-subset", type=positive_int, default=None,
+                        help="train on the first N training images only (default: all 60000)")
+    parser.add_argument("--test-subset", type=positive_int, default=None,
+                        help="evaluate on the first N test images only (default: all 10000)")
+    parser.add_argument("--seed", type=int, default=42, help="seed of weights and data order")
+    parser.add_argument("--mixed-precision", action="store_true",
+                        help="compute in float16 (mixed_float16; useful on GPUs only)")
+    parser.add_argument("--deterministic", action="store_true",
+                        help="enable TensorFlow op determinism (slower)")
+    parser.add_argument("--json", action="store_true",
+                        help="print JSON lines (config, epoch, result, digest)")
+    parser.add_argument("--throughput-warmup-epochs", type=non_negative_int, default=1,
+                        help="first epochs left out of the images/s mean (tracing, caches)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Train, evaluate, print the results; returns the exit status."""
+    args = parse_args(argv)
+    started = time.perf_counter()
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+    from course_lib import data, devices, models, optimizers
+    from course_lib.callbacks import Throughput
+
+    # Strategy: create the logical devices BEFORE anything else touches TensorFlow.
+    names = devices.simulate_devices(args.devices) if args.devices else None
+
+    import tensorflow as tf
+
+    if args.deterministic:
+        tf.config.experimental.enable_op_determinism()
+    tf.keras.utils.set_random_seed(args.seed)
+    strategy = tf.distribute.MirroredStrategy(names)  # Strategy: one replica per device
+    replicas = strategy.num_replicas_in_sync  # Strategy: the "workers" of this run
+
+    fmnist = data.load_arrays(train_subset=args.train_subset, test_subset=args.test_subset)
+    n_train = len(fmnist.y_train)
+    # Strategy: the dataset yields GLOBAL batches (per-replica x replicas), split per replica.
+    train, global_batch, steps = data.distribute_for_strategy(
+        strategy, fmnist.x_train, fmnist.y_train, batch_size_per_replica=args.batch_size,
+        training=True, seed=args.seed, epochs=args.epochs)
+    arith = training.epoch_arithmetic(n_train, global_batch, 1)
+    lr = args.lr * replicas if args.scale_lr else args.lr  # Strategy: optional LR scaling
+    print(f"MirroredStrategy over {replicas} replica(s): {list(strategy.extended.worker_devices)}",
+          flush=True)
+    print(f"One epoch = one pass over the {n_train} training images: steps_per_epoch = "
+          f"ceil({n_train}/{global_batch}) = {steps} steps of global batch {args.batch_size} x "
+          f"{replicas} replicas = {global_batch} images; samples_per_epoch = "
+          f"{arith['samples_per_epoch']}.", flush=True)
+    emit("config", args.json, script="mirrored_fmnist.py", strategy="mirrored", workers=replicas,
+         per_worker_batch=args.batch_size, global_batch=global_batch, step_batch=global_batch,
+         train_size=n_train, steps_per_epoch=steps, samples_per_epoch=arith["samples_per_epoch"],
+         updates_per_epoch=steps, epochs=args.epochs, first_epoch=1, lr=lr, base_lr=args.lr,
+         scale_lr=args.scale_lr, optimizer=args.optimizer, backward_passes_per_step=1,
+         seed=args.seed, deterministic=args.deterministic)
+
+    with strategy.scope():  # Strategy: variables created here are mirrored on every replica
+        model = models.build_model(seed=args.seed, mixed_precision=args.mixed_precision)
+        optimizer = optimizers.get_optimizer(args.optimizer, lr)
+        models.compile_model(model, optimizer)
+
+    meter = Throughput(global_batch, samples_per_epoch=arith["samples_per_epoch"],
+                       warmup_epochs=args.throughput_warmup_epochs, workers=replicas,
+                       json_lines=args.json)
+    callbacks = [meter]
+    if args.plateau:
+        callbacks.insert(0, tf.keras.callbacks.ReduceLROnPlateau(monitor="loss", factor=0.5,
+                                                                 patience=1, verbose=1))
+    model.fit(train, epochs=args.epochs, steps_per_epoch=steps, callbacks=callbacks,
+              verbose=0 if args.json else 2)
+
+    test = data.make_dataset(fmnist.x_test, fmnist.y_test, batch_size=global_batch,
+                             training=False)
+    test_loss, test_acc = model.evaluate(test, verbose=0)
+    summary = meter.summary().to_dict()
+    wall = time.perf_counter() - started
+    digest = models.weights_digest(model)
+    print(f"Test accuracy {test_acc:.4f}, loss {test_loss:.4f}; {meter.summary().images_per_sec_mean:.1f} "
+          f"images/s over {summary['epochs_counted']} epoch(s); wall time {wall:.1f} s; weights "
+          f"digest {digest}", flush=True)
+    emit("result", args.json, strategy="mirrored", workers=replicas,
+         per_worker_batch=args.batch_size, global_batch=global_batch,
+         images_per_sec=summary["images_per_sec_mean"], images_per_sec_ci95=summary["ci95"],
+         per_worker_images_per_sec=summary["per_worker_images_per_sec"], epochs=args.epochs,
+         epochs_run=args.epochs, total_steps=steps * args.epochs, test_loss=float(test_loss),
+         test_accuracy=float(test_acc), wall_time_s=wall)
+    emit("digest", args.json, rank=0, digest=digest)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,349 @@
+"""End-to-end tests of source_code/horovod_fmnist.py and source_code/mirrored_fmnist.py.
+
+Real ``horovodrun -np 2 --gloo`` runs on a small subset of the real Fashion-MNIST. The runs are
+module-scoped fixtures shared by several tests, to keep the file at about two minutes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HOROVOD_SCRIPT = ROOT / "source_code" / "horovod_fmnist.py"
+MIRRORED_SCRIPT = ROOT / "source_code" / "mirrored_fmnist.py"
+HOROVODRUN = Path(sys.executable).parent / "horovodrun"
+TRAIN, TEST, BATCH = 1024, 256, 64
+SMALL = ["--train-subset", str(TRAIN), "--test-subset", str(TEST), "--batch-size", str(BATCH),
+         "--json", "--deterministic", "--threads-per-worker", "1"]
+PREFIX = re.compile(r"^\[(\d+)\]<(stdout|stderr)>:")
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
+
+needs_horovod = pytest.mark.skipif(not HOROVODRUN.exists(), reason="horovodrun not installed")
+
+
+def _events(output: str) -> list[dict]:
+    events = []
+    for line in output.splitlines():
+        line = PREFIX.sub("", line).strip()
+        if line.startswith("{"):
+            events.append(json.loads(line))
+    return events
+
+
+def _of(events: list[dict], name: str) -> list[dict]:
+    return [e for e in events if e["event"] == name]
+
+
+def _horovod_cmd(np_: int, *flags: str) -> list[str]:
+    return [str(HOROVODRUN), "-np", str(np_), "--gloo", sys.executable, str(HOROVOD_SCRIPT),
+            *flags]
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=30)
+
+
+def _run(cmd: list[str], *, timeout: float = 300, check: bool = True) -> tuple[int, str]:
+    """Run ``cmd`` in its own session; always kill the whole group at the end."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            cwd=ROOT, env=ENV, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    finally:
+        _kill_group(proc)
+    if check:
+        assert proc.returncode == 0, out[-5000:]
+    return proc.returncode, out
+
+
+def _processes_with(marker: str) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if marker in cmdline and int(entry.name) != os.getpid():
+                pids.append(int(entry.name))
+    return pids
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Uninterrupted 2-worker run of 2 epochs with checkpoints."""
+    ckpt = tmp_path_factory.mktemp("reference_ckpt")
+    _, out = _run(_horovod_cmd(2, *SMALL, "--epochs", "2", "--checkpoint-dir", str(ckpt)))
+    return {"events": _events(out), "ckpt": ckpt, "out": out}
+
+
+@pytest.fixture(scope="module")
+def interrupted(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The same run, killed with SIGKILL right after the checkpoint of epoch 1 is committed."""
+    ckpt = tmp_path_factory.mktemp("interrupted_ckpt")
+    cmd = _horovod_cmd(2, *SMALL, "--epochs", "2", "--checkpoint-dir", str(ckpt))
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            cwd=ROOT, env=ENV, start_new_session=True)
+    lines: list[str] = []
+    try:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            lines.append(line)
+            events = _events(line)
+            if events and events[0]["event"] == "checkpoint" and events[0]["epoch"] == 1:
+                os.killpg(proc.pid, signal.SIGKILL)
+                break
+    finally:
+        _kill_group(proc)
+    # Every rank of the killed job must be gone (they share the killed process group).
+    deadline = time.monotonic() + 10
+    while _processes_with(str(ckpt)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    leftovers = _processes_with(str(ckpt))
+    for pid in leftovers:
+        os.kill(pid, signal.SIGKILL)
+    return {"events": _events("".join(lines)), "ckpt": ckpt, "leftovers": leftovers,
+            "out": "".join(lines)}
+
+
+# ------------------------------------------------------------------ Horovod, 2 workers
+@needs_horovod
+@pytest.mark.horovod
+@pytest.mark.slow
+def test_ranks_end_with_identical_weights(reference: dict) -> None:
+    digests = {e["rank"]: e["digest"] for e in _of(reference["events"], "digest")}
+    assert sorted(digests) == [0, 1], reference["out"][-3000:]
+    assert digests[0] == digests[1]
+    # The final checkpoint holds exactly these weights.
+    assert _of(reference["events"], "checkpoint")[-1]["digest"] == digests[0]
+
+
+@needs_horovod
+@pytest.mark.horovod
+@pytest.mark.slow
+def test_two_worker_arithmetic_and_events(reference: dict) -> None:
+    (config,) = _of(reference["events"], "config")
+    workers = 2
+    steps = math.ceil(math.ceil(TRAIN / workers) / BATCH)
+    assert config["workers"] == workers and config["strategy"] == "horovod"
+    assert config["steps_per_epoch"] == steps == 8
+    assert config["global_batch"] == BATCH * workers
+    assert config["samples_per_epoch"] == TRAIN
+    epochs = _of(reference["events"], "epoch")
+    assert [e["epoch"] for e in epochs] == [1, 2]
+    assert all(e["steps"] == steps and e["samples"] == TRAIN for e in epochs)
+    (result,) = _of(reference["events"], "result")
+    for key in ("workers", "per_worker_batch", "global_batch", "images_per_sec",
+                "images_per_sec_ci95", "per_worker_images_per_sec", "epochs", "total_steps",
+                "test_loss", "test_accuracy", "wall_time_s", "strategy"):
+        assert key in result, key
+    assert result["total_steps"] == 2 * steps
+    assert 0.0 <= result["test_accuracy"] <= 1.0 and result["images_per_sec"] > 0
+    assert "One epoch = one pass over the 1024 training images by all 2 worker(s)" in reference["out"]
+
+
+@needs_horovod
+@pytest.mark.horovod
+@pytest.mark.slow
+def test_control_without_distributed_optimizer_diverges(tmp_path: Path) -> None:
+    _, out = _run(_horovod_cmd(2, *SMALL, "--epochs", "1", "--no-distributed-optimizer"))
+    digests = {e["rank"]: e["digest"] for e in _of(_events(out), "digest")}
+    assert sorted(digests) == [0, 1], out[-3000:]
+    assert digests[0] != digests[1]
+
+
+@needs_horovod
+@pytest.mark.horovod
+@pytest.mark.slow
+def test_kill_and_resume_reproduces_uninterrupted_run(reference: dict, interrupted: dict) -> None:
+    assert interrupted["leftovers"] == [], "ranks survived the SIGKILL of the job's process group"
+    saved = _of(interrupted["events"], "checkpoint")
+    assert [c["epoch"] for c in saved] == [1]
+    # Deterministic: the interrupted run reached the reference's epoch-1 state.
+    assert saved[0]["digest"] == _of(reference["events"], "checkpoint")[0]["digest"]
+    assert not _of(interrupted["events"], "result")
+
+    _, out = _run(_horovod_cmd(2, *SMALL, "--epochs", "2", "--checkpoint-dir",
+                               str(interrupted["ckpt"]), "--resume"))
+    events = _events(out)
+    (resume,) = _of(events, "resume")
+    assert resume["epoch"] == 1 and resume["digest"] == saved[0]["digest"]
+    assert [e["epoch"] for e in _of(events, "epoch")] == [2]
+    final = {e["rank"]: e["digest"] for e in _of(events, "digest")}
+    expected = _of(reference["events"], "digest")[0]["digest"]
+    assert final == {0: expected, 1: expected}
+
+
+@needs_horovod
+@pytest.mark.horovod
+@pytest.mark.slow
+def test_resume_on_one_worker(reference: dict, tmp_path: Path) -> None:
+    """Resume the 2-worker checkpoint with plain python (1 worker), one more epoch."""
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(reference["ckpt"], ckpt)
+    _, out = _run([sys.executable, str(HOROVOD_SCRIPT), *SMALL, "--epochs", "3",
+                   "--checkpoint-dir", str(ckpt), "--resume"])
+    events = _events(out)
+    (resume,) = _of(events, "resume")
+    assert resume["epoch"] == 2
+    assert resume["digest"] == _of(reference["events"], "digest")[0]["digest"]
+    (config,) = _of(events, "config")
+    assert config["workers"] == 1 and config["global_batch"] == BATCH
+    assert config["steps_per_epoch"] == math.ceil(TRAIN / BATCH) == 16
+    (epoch,) = _of(events, "epoch")
+    assert epoch["epoch"] == 3 and epoch["steps"] == 16 and epoch["samples"] == TRAIN
+    assert _of(events, "checkpoint")[-1]["epoch"] == 3
+    assert json.loads((ckpt / "latest.json").read_text())["epoch"] == 3
+
+
+# ------------------------------------------------------------------ flags
+@pytest.mark.parametrize("script", [HOROVOD_SCRIPT, MIRRORED_SCRIPT], ids=["horovod", "mirrored"])
+def test_help(script: Path) -> None:
+    code, out = _run([sys.executable, str(script), "--help"], timeout=60)
+    assert "--batch-size" in out and "(default: 128)" in out and "--json" in out
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--batch-size", "0"], "--batch-size: expected an integer >= 1, got '0'"),
+        (["--epochs", "-1"], "--epochs: expected an integer >= 1"),
+        (["--lr", "nan"], "--lr: expected a number > 0"),
+        (["--optimizer", "rmsprop"], "invalid choice: 'rmsprop'"),
+        (["--epochs", "2", "--warmup-epochs", "2"], "--warmup-epochs (2) must be smaller"),
+        (["--resume"], "--resume needs --checkpoint-dir"),
+        (["--resume", "--checkpoint-dir", "{empty}"], "holds no complete checkpoint"),
+        (["--resume", "--checkpoint-dir", "{missing}"], "does not exist"),
+    ],
+)
+def test_bad_flags_fail_fast(flags: list[str], message: str, tmp_path: Path) -> None:
+    flags = [f.format(empty=tmp_path, missing=tmp_path / "nope") for f in flags]
+    code, out = _run([sys.executable, str(HOROVOD_SCRIPT), *flags], timeout=60, check=False)
+    assert code == 2, out
+    assert message in out
+    assert "Traceback" not in out
+
+
+def test_bad_flags_do_not_import_tensorflow() -> None:
+    code = ("import sys, runpy; sys.argv = ['x', '--epochs', '0']\n"
+            "try:\n    runpy.run_path(%r, run_name='__main__')\n"
+            "except SystemExit:\n    print('tensorflow' in sys.modules)") % str(HOROVOD_SCRIPT)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         timeout=60)
+    assert out.stdout.strip().endswith("False"), out.stdout + out.stderr
+
+
+# ------------------------------------------------------------------ MirroredStrategy
+@pytest.mark.slow
+def test_mirrored_two_devices() -> None:
+    _, out = _run([sys.executable, str(MIRRORED_SCRIPT), "--devices", "2", "--epochs", "1",
+                   "--train-subset", str(TRAIN), "--test-subset", str(TEST), "--batch-size",
+                   str(BATCH // 2), "--json"])
+    events = _events(out)
+    (config,) = _of(events, "config")
+    assert config["strategy"] == "mirrored" and config["workers"] == 2
+    assert config["global_batch"] == BATCH and config["steps_per_epoch"] == TRAIN // BATCH
+    (epoch,) = _of(events, "epoch")
+    assert epoch["steps"] == TRAIN // BATCH and epoch["samples"] == TRAIN
+    (result,) = _of(events, "result")
+    assert result["strategy"] == "mirrored" and result["workers"] == 2
+    assert 0.0 <= result["test_accuracy"] <= 1.0
+    assert len(_of(events, "digest")) == 1
+
+
+# ------------------------------------------------------------------ course_lib.training
+def test_epoch_arithmetic() -> None:
+    from course_lib.training import describe_epoch, epoch_arithmetic
+
+    a = epoch_arithmetic(60_000, 128, 2)
+    assert a == {"shard_size": 30_000, "steps_per_epoch": 235, "samples_per_epoch": 60_000,
+                 "step_batch": 256, "global_batch": 256, "updates_per_epoch": 235}
+    b = epoch_arithmetic(60_000, 128, 7, backward_passes_per_step=3)
+    assert b["shard_size"] == 8572 and b["samples_per_epoch"] == 8572 * 7  # padded shards
+    assert b["steps_per_epoch"] == math.ceil(8572 / 128) == 67
+    assert b["global_batch"] == 128 * 7 * 3 and b["updates_per_epoch"] == 67 // 3
+    text = describe_epoch(b, 60_000, 128, 7, 3)
+    assert "ceil(60000/7) = 8572" in text and "global batch 2688" in text
+
+
+@pytest.mark.parametrize("text", ["0", "-3", "1.5", "x"])
+def test_positive_int_rejects(text: str) -> None:
+    import argparse
+
+    from course_lib.training import positive_int
+
+    with pytest.raises(argparse.ArgumentTypeError, match="integer >= 1"):
+        positive_int(text)
+
+
+def test_find_latest_checkpoint_errors(tmp_path: Path) -> None:
+    from course_lib.training import CheckpointError, find_latest_checkpoint
+
+    with pytest.raises(CheckpointError, match="does not exist"):
+        find_latest_checkpoint(tmp_path / "missing")
+    with pytest.raises(CheckpointError, match="no complete checkpoint"):
+        find_latest_checkpoint(tmp_path)
+    (tmp_path / "latest.json").write_text("{not json")
+    with pytest.raises(CheckpointError, match="unreadable"):
+        find_latest_checkpoint(tmp_path)
+    (tmp_path / "latest.json").write_text(json.dumps({"epoch": 1, "digest": "x", "path": "e/c"}))
+    with pytest.raises(CheckpointError, match="files are missing"):
+        find_latest_checkpoint(tmp_path)
+
+
+def test_checkpoint_round_trip(tmp_path: Path) -> None:
+    """Save model + LAMB state, restore into fresh objects: same weights, slots and step."""
+    import numpy as np
+    import tensorflow as tf
+
+    from course_lib.models import weights_digest
+    from course_lib.optimizers import LAMB
+    from course_lib.training import (CheckpointError, find_latest_checkpoint, restore_checkpoint,
+                                     save_checkpoint)
+
+    def make(seed: int) -> tuple:
+        model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(
+            2, kernel_initializer=tf.keras.initializers.GlorotUniform(seed))])
+        opt = LAMB(learning_rate=0.1)
+        opt.build(model.trainable_variables)
+        return model, opt
+
+    model, opt = make(1)
+    x = tf.constant(np.arange(12, dtype=np.float32).reshape(4, 3))
+    for epoch in (1, 2, 3):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(model(x) ** 2)
+        opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
+                                model.trainable_variables))
+        (tmp_path / f".epoch-9999.stale").mkdir(exist_ok=True)  # left by a killed run
+        saved = save_checkpoint(tmp_path, model=model, optimizer=opt, epoch=epoch,
+                                digest=weights_digest(model), extra={"workers": 2})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["epoch-0002", "epoch-0003",
+                                                          "latest.json"]
+    info = find_latest_checkpoint(tmp_path)
+    assert info["epoch"] == 3 and info["workers"] == 2 and info["path"] == saved["path"]
+
+    fresh, fresh_opt = make(2)
+    assert weights_digest(fresh) != saved["digest"]
+    assert restore_checkpoint(info, model=fresh, optimizer=fresh_opt) == saved["digest"]
+    assert int(fresh_opt.iterations.numpy()) == 3
+    for a, b in zip(opt.variables(), fresh_opt.variables()):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+    tampered = {**info, "digest": "0" * 64}
+    with pytest.raises(CheckpointError, match="does not match"):
+        restore_checkpoint(tampered, model=make(3)[0], optimizer=make(3)[1])
