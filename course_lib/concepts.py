@@ -1,0 +1,133 @@
+"""Small, exact simulations of the ideas behind data parallelism (no TensorFlow).
+
+- :func:`ring_allreduce` runs the ring algorithm (reduce-scatter, then all-gather) on NumPy arrays,
+  one array per simulated worker, and counts what each worker sends: ``2 (N - 1) / N`` × the
+  gradient size, whatever N is.
+- :func:`allreduce_cost_table` compares that with a parameter server that gathers and sends back
+  the full gradient to every worker.
+- :func:`synchronous_vs_asynchronous` shows what a straggler costs each scheme.
+
+Introduced in notebooks/01_data_parallelism.ipynb.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+__all__ = ["AllReduceResult", "ring_allreduce", "allreduce_cost_table", "synchronous_vs_asynchronous"]
+
+
+@dataclass
+class AllReduceResult:
+    """What every simulated worker holds after the all-reduce, and what each one sent.
+
+    Attributes:
+        results: One array per worker; all equal to the element-wise sum of the inputs.
+        elements_sent: Array elements each worker sent over the ring (same for all workers).
+        steps: Communication steps (``2 (N - 1)``).
+    """
+
+    results: list[np.ndarray]
+    elements_sent: list[int]
+    steps: int
+
+
+def ring_allreduce(arrays: Sequence[np.ndarray]) -> AllReduceResult:
+    """Sum ``arrays`` across simulated workers with the ring algorithm.
+
+    Each worker's array is cut into N chunks. In N - 1 *reduce-scatter* steps every worker sends
+    one chunk to its right neighbour, which adds it to its own; then each worker owns one fully
+    reduced chunk. In N - 1 *all-gather* steps the reduced chunks travel once around the ring.
+
+    Args:
+        arrays: One 1-D array per worker, all of the same length (at least the number of workers).
+
+    Returns:
+        The per-worker results and the number of elements each worker sent.
+
+    Raises:
+        ValueError: If there are no arrays, their shapes differ, or they are shorter than N.
+    """
+    n = len(arrays)
+    if n == 0:
+        raise ValueError("ring_allreduce needs at least one worker's array")
+    shapes = {np.shape(a) for a in arrays}
+    if len(shapes) != 1 or len(next(iter(shapes))) != 1:
+        raise ValueError(f"all arrays must be 1-D and of one length, got shapes {sorted(shapes)}")
+    if len(arrays[0]) < n:
+        raise ValueError(f"arrays of length {len(arrays[0])} cannot be cut into {n} chunks")
+    chunks = [np.array_split(np.asarray(a, dtype=np.float64).copy(), n) for a in arrays]
+    sent = [0] * n
+    # Reduce-scatter: at step s, worker w sends chunk (w - s) mod n to worker w + 1.
+    for step in range(n - 1):
+        outgoing = [(w, (w - step) % n, chunks[w][(w - step) % n].copy()) for w in range(n)]
+        for w, c, payload in outgoing:
+            chunks[(w + 1) % n][c] += payload
+            sent[w] += payload.size
+    # All-gather: worker w now owns the reduced chunk (w + 1) mod n; pass the reduced chunks around.
+    for step in range(n - 1):
+        outgoing = [(w, (w + 1 - step) % n, chunks[w][(w + 1 - step) % n].copy()) for w in range(n)]
+        for w, c, payload in outgoing:
+            chunks[(w + 1) % n][c] = payload
+            sent[w] += payload.size
+    return AllReduceResult([np.concatenate(c) for c in chunks], sent, 2 * (n - 1))
+
+
+def allreduce_cost_table(gradient_mb: float, workers: Sequence[int] = (1, 2, 4, 8, 16, 32)) -> "pandas.DataFrame":
+    """Megabytes each worker sends per step: ring all-reduce vs a single parameter server.
+
+    Args:
+        gradient_mb: Size of one full gradient in MB (parameters × 4 bytes for float32).
+        workers: Worker counts to tabulate.
+
+    Returns:
+        A DataFrame with columns ``workers``, ``ring_mb_per_worker`` (2 (N-1)/N × size),
+        ``ps_mb_at_server`` (the server receives and sends N × size) and ``ring_limit_mb`` (2 × size).
+    """
+    import pandas as pd
+
+    rows = [{"workers": n,
+             "ring_mb_per_worker": 2 * (n - 1) / n * gradient_mb,
+             "ps_mb_at_server": 2 * n * gradient_mb if n > 1 else 0.0,
+             "ring_limit_mb": 2 * gradient_mb} for n in workers]
+    return pd.DataFrame(rows)
+
+
+def synchronous_vs_asynchronous(compute_times_s: Sequence[float], steps: int = 100) -> "pandas.DataFrame":
+    """Steps per second of synchronous and asynchronous data parallelism with uneven workers.
+
+    Synchronous training waits, at every step, for the slowest worker; asynchronous training lets
+    each worker apply its gradient when ready, so the fast ones do more steps — with gradients
+    computed on weights that others have meanwhile changed (*stale* gradients).
+
+    Args:
+        compute_times_s: Seconds one step takes on each worker.
+        steps: Steps each worker runs in the synchronous case (sets the time horizon).
+
+    Returns:
+        A DataFrame, one row per scheme: updates per second, and the mean staleness of a gradient
+        (how many other updates happened while it was computed).
+
+    Raises:
+        ValueError: If a time is not positive or no workers are given.
+    """
+    import pandas as pd
+
+    times = [float(t) for t in compute_times_s]
+    if not times or min(times) <= 0:
+        raise ValueError("give one positive step time per worker")
+    horizon = steps * max(times)
+    sync_updates = steps
+    async_rates = [1.0 / t for t in times]
+    async_updates = sum(horizon * r for r in async_rates)
+    total_rate = sum(async_rates)
+    staleness = sum(r * (total_rate - r) * t for r, t in zip(async_rates, times)) / total_rate
+    return pd.DataFrame([
+        {"scheme": "synchronous", "updates_per_s": sync_updates / horizon,
+         "batches_per_update": len(times), "mean_staleness": 0.0},
+        {"scheme": "asynchronous", "updates_per_s": async_updates / horizon,
+         "batches_per_update": 1, "mean_staleness": staleness},
+    ])
