@@ -1,0 +1,249 @@
+"""Input pipelines: per-worker shards for Horovod, distributed batches for MirroredStrategy.
+
+Each epoch's order is a permutation of all examples that depends only on ``(seed, epoch)`` and is
+the same on every worker; worker ``r`` of ``W`` takes positions ``r, r + W, ...``. When ``N`` is
+not a multiple of ``W`` the permutation is padded with its first ``W - N % W`` entries, so every
+worker runs the same number of steps (else Horovod's all-reduce would wait forever) and every
+example is seen once per epoch (at most ``W - 1`` of them twice). Training batches keep the last,
+partial batch: ``steps_per_epoch = ceil(shard_size / batch_size)``.
+
+These names are also available from :mod:`course_lib.data`.
+
+Introduced in notebooks/01_data_parallelism.ipynb.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    import tensorflow as tf
+
+__all__ = [
+    "ShardError",
+    "shard_size",
+    "steps_per_epoch",
+    "samples_per_epoch",
+    "epoch_indices",
+    "make_dataset",
+    "make_epochs_dataset",
+    "distribute_for_strategy",
+]
+
+
+class ShardError(ValueError):
+    """Invalid sharding arguments (worker index, number of workers, batch size)."""
+
+def _check_shard_args(num_workers: int, worker_index: int, batch_size: int | None = None) -> None:
+    if not isinstance(num_workers, int) or num_workers < 1:
+        raise ShardError(f"num_workers must be an int >= 1, got {num_workers!r}")
+    if not isinstance(worker_index, int) or not 0 <= worker_index < num_workers:
+        raise ShardError(f"worker_index must be in [0, {num_workers}) for num_workers={num_workers}, "
+                         f"got {worker_index!r} (pass hvd.rank() and hvd.size())")
+    if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
+        raise ShardError(f"batch_size must be an int >= 1, got {batch_size!r}")
+
+
+def shard_size(n: int, num_workers: int) -> int:
+    """Examples per worker per epoch: ``ceil(n / num_workers)`` (training shards are padded)."""
+    _check_shard_args(num_workers, 0)
+    return -(-n // num_workers)
+
+
+def steps_per_epoch(n: int, batch_size: int, num_workers: int = 1) -> int:
+    """Training steps per epoch on every worker: ``ceil(shard_size(n, W) / batch_size)``.
+
+    Equals ``ceil(n / (batch_size * W))`` whenever W divides n.
+    """
+    _check_shard_args(num_workers, 0, batch_size)
+    return -(-shard_size(n, num_workers) // batch_size)
+
+
+def samples_per_epoch(n: int, num_workers: int = 1) -> int:
+    """Examples actually processed per epoch by all workers: ``shard_size(n, W) * W``."""
+    return shard_size(n, num_workers) * num_workers
+
+
+def epoch_indices(n: int, *, seed: int, epoch: int, num_workers: int = 1,
+                  worker_index: int = 0) -> np.ndarray:
+    """Indices a worker trains on during one epoch, in order.
+
+    A global permutation of ``range(n)`` drawn from ``numpy.random.default_rng([seed, epoch])``
+    (identical on every worker) is padded with its first ``(W - n % W) % W`` entries, then worker
+    ``r`` takes positions ``r, r + W, r + 2W, ...``.
+
+    Args:
+        n: Number of examples.
+        seed: Seed shared by all workers.
+        epoch: Epoch number (0-based).
+        num_workers: W.
+        worker_index: r.
+
+    Returns:
+        int64 array of length ``shard_size(n, W)``.
+
+    Raises:
+        ShardError: Invalid worker index or number of workers.
+    """
+    _check_shard_args(num_workers, worker_index)
+    perm = np.random.default_rng([int(seed), int(epoch)]).permutation(n)
+    pad = (-n) % num_workers
+    if pad:
+        perm = np.concatenate([perm, perm[:pad]])
+    return perm[worker_index::num_workers]
+
+
+def _batches_dataset(images: np.ndarray, labels: np.ndarray, rows: np.ndarray, batch_size: int,
+                     cache: bool) -> "tf.data.Dataset":
+    """Dataset of batches gathered from images/labels by each row of index matrix ``rows``."""
+    import tensorflow as tf
+
+    images = np.asarray(images)
+    labels = np.asarray(labels)
+    if images.ndim == 3:
+        images = images[..., None]
+    if images.shape[1:] != (28, 28, 1) or len(images) != len(labels):
+        raise ValueError(f"expected images (N, 28, 28[, 1]) and labels (N,), got {images.shape} and "
+                         f"{labels.shape}")
+    source_images = tf.constant(images)
+    source_labels = tf.constant(labels.astype(np.int32))
+
+    def to_batches(row: tf.Tensor) -> tf.data.Dataset:
+        return tf.data.Dataset.from_tensor_slices(row).batch(batch_size)
+
+    def gather(idx: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        x = tf.cast(tf.gather(source_images, idx), tf.float32) / 255.0
+        return x, tf.gather(source_labels, idx)
+
+    ds = tf.data.Dataset.from_tensor_slices(rows.astype(np.int64)).flat_map(to_batches)
+    ds = ds.map(gather, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    if cache:
+        ds = ds.cache()
+    return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def make_dataset(images: np.ndarray, labels: np.ndarray, *, batch_size: int, training: bool,
+                 seed: int = 0, num_workers: int = 1, worker_index: int = 0, epoch: int = 0,
+                 cache: bool = True) -> "tf.data.Dataset":
+    """One epoch of (float32 image in [0, 1] of shape (28, 28, 1), int32 label) batches.
+
+    Semantics:
+
+    * ``training=True``: the order is :func:`epoch_indices` — a global permutation that depends
+      only on ``(seed, epoch)``, identical on every worker, padded with its first
+      ``(W - N % W) % W`` entries so all shards have the same size (at most W-1 examples are
+      seen twice per epoch), then worker r takes positions r, r+W, r+2W, .... Every example is
+      seen once per epoch across workers and all workers run the same number of steps
+      (otherwise Horovod's allreduce deadlocks).
+    * Batches are NOT drop_remainder: ``steps_per_epoch(N, batch_size, W)`` =
+      ``ceil(shard_size / batch_size)``, the last batch may be smaller.
+    * ``training=False``: no shuffle, no padding; sharded (positions r, r+W, ...) only if
+      ``num_workers > 1``.
+    * Iterating the dataset again gives the same batches again (the order is fixed by
+      ``(seed, epoch)``); for several epochs use :func:`make_epochs_dataset`.
+
+    Args:
+        images: uint8 images (N, 28, 28) or (N, 28, 28, 1).
+        labels: Integer labels (N,).
+        batch_size: Batch size per worker (for MirroredStrategy: the global batch).
+        training: Shuffle and pad (True) or keep the order (False).
+        seed: Seed shared by all workers.
+        num_workers: W, e.g. ``hvd.size()``.
+        worker_index: r, e.g. ``hvd.rank()``.
+        epoch: Epoch number (0-based) that selects the permutation.
+        cache: Cache the converted batches in memory after the first pass.
+
+    Returns:
+        A prefetched ``tf.data.Dataset``.
+
+    Raises:
+        ShardError: ``num_workers < 1``, ``worker_index`` outside ``[0, num_workers)`` or
+            ``batch_size < 1``.
+        ValueError: Images/labels of the wrong shape.
+    """
+    _check_shard_args(num_workers, worker_index, batch_size)
+    n = len(labels)
+    if training:
+        rows = epoch_indices(n, seed=seed, epoch=epoch, num_workers=num_workers,
+                             worker_index=worker_index)[None, :]
+    else:
+        rows = np.arange(n)[worker_index::num_workers][None, :]
+    return _batches_dataset(images, labels, rows, batch_size, cache)
+
+
+def make_epochs_dataset(images: np.ndarray, labels: np.ndarray, *, batch_size: int, seed: int,
+                        num_workers: int, worker_index: int, first_epoch: int,
+                        last_epoch: int) -> "tf.data.Dataset":
+    """Training batches of epochs ``first_epoch .. last_epoch - 1``, one epoch after the other.
+
+    Each epoch is exactly ``make_dataset(..., training=True, epoch=e)`` (its own permutation, its
+    own partial last batch), so ``model.fit(ds, epochs=last_epoch, initial_epoch=first_epoch,
+    steps_per_epoch=steps_per_epoch(N, batch_size, W))`` sees the same batches as an
+    uninterrupted run: a resumed run continues exactly.
+
+    Args:
+        images: uint8 images (N, 28, 28) or (N, 28, 28, 1).
+        labels: Integer labels (N,).
+        batch_size: Batch size per worker.
+        seed: Seed shared by all workers.
+        num_workers: W.
+        worker_index: r.
+        first_epoch: First epoch (0-based, inclusive).
+        last_epoch: Last epoch (exclusive).
+
+    Returns:
+        A prefetched ``tf.data.Dataset`` (not cached: each epoch is new).
+
+    Raises:
+        ShardError: Invalid sharding arguments.
+        ValueError: ``last_epoch <= first_epoch`` or ``first_epoch < 0``.
+    """
+    _check_shard_args(num_workers, worker_index, batch_size)
+    if first_epoch < 0 or last_epoch <= first_epoch:
+        raise ValueError(f"need 0 <= first_epoch < last_epoch, got first_epoch={first_epoch}, "
+                         f"last_epoch={last_epoch}")
+    n = len(labels)
+    rows = np.stack([epoch_indices(n, seed=seed, epoch=e, num_workers=num_workers,
+                                   worker_index=worker_index)
+                     for e in range(first_epoch, last_epoch)])
+    return _batches_dataset(images, labels, rows, batch_size, cache=False)
+
+
+def distribute_for_strategy(strategy: Any, images: np.ndarray, labels: np.ndarray, *,
+                            batch_size_per_replica: int, training: bool, seed: int = 0,
+                            epochs: int | None = None) -> tuple[Any, int, int]:
+    """Batches for a ``tf.distribute`` strategy (e.g. MirroredStrategy on one machine).
+
+    The global batch is ``batch_size_per_replica * strategy.num_replicas_in_sync``; the strategy
+    splits every global batch across its replicas.
+
+    Args:
+        strategy: A ``tf.distribute.Strategy``.
+        images: uint8 images (N, 28, 28).
+        labels: Integer labels (N,).
+        batch_size_per_replica: Batch per replica (device).
+        training: As in :func:`make_dataset`.
+        seed: Shuffle seed.
+        epochs: If given (training only), the dataset holds epochs ``0 .. epochs-1`` one after
+            the other (see :func:`make_epochs_dataset`); use ``fit(..., epochs=epochs,
+            steps_per_epoch=steps)``. If None, one epoch that repeats the same order.
+
+    Returns:
+        ``(distributed_dataset, global_batch_size, steps)``; Keras needs ``steps`` for a
+        distributed dataset: ``fit(..., steps_per_epoch=steps)`` / ``evaluate(..., steps=steps)``.
+
+    Raises:
+        ShardError: ``batch_size_per_replica < 1``.
+    """
+    replicas = int(strategy.num_replicas_in_sync)
+    _check_shard_args(1, 0, batch_size_per_replica)
+    global_batch = batch_size_per_replica * replicas
+    if training and epochs is not None:
+        ds = make_epochs_dataset(images, labels, batch_size=global_batch, seed=seed, num_workers=1,
+                                 worker_index=0, first_epoch=0, last_epoch=epochs)
+    else:
+        ds = make_dataset(images, labels, batch_size=global_batch, training=training, seed=seed)
+    steps = steps_per_epoch(len(labels), global_batch, 1)
+    return strategy.experimental_distribute_dataset(ds), global_batch, steps
