@@ -79,12 +79,15 @@ def build_horovod_command(horovodrun: str, num_workers: int, python: str, script
     return command + list(extra_horovodrun_args) + [python, str(script)] + list(script_args)
 
 
-def _make_printer(output: Any) -> Callable[[str], None]:
+def _make_printer(output: Any) -> Callable[[str, str], None]:
+    """A ``printer(line, stream)`` that shows stderr lines on stderr (a notebook shows them in red)."""
     if output is None:
-        return lambda line: print(line, flush=True)
+        return lambda line, stream: print(line, flush=True,
+                                          file=sys.stderr if stream == "stderr" else sys.stdout)
     if hasattr(output, "append_stdout"):
-        return lambda line: output.append_stdout(line + "\n")
-    return output
+        return lambda line, stream: (output.append_stderr if stream == "stderr"
+                                     else output.append_stdout)(line + "\n")
+    return lambda line, stream: output(line)
 
 
 def _execute(command: list[str], *, horovod: bool, show: str, output: Any, env: Mapping | None,
@@ -99,16 +102,18 @@ def _execute(command: list[str], *, horovod: bool, show: str, output: Any, env: 
     result = RunResult(command=list(command))
     printer = _make_printer(output)
 
-    def on_line(line: str) -> None:
+    def on_line(line: str, pipe: str) -> None:
         rank, stream, text, event = parse_line(line, horovod=horovod)
+        if pipe == "stderr" and (rank is None or not horovod):
+            stream = "stderr"  # an unprefixed line's stream is the pipe it came through
         result.add_line(line, rank, stream, text, event)
         if show == "all" or rank is None or (show == "rank0" and rank == 0):
-            printer(line if show == "all" else text)
+            printer(line if show == "all" else text, stream)
         if event is not None and on_event is not None:
             on_event(event)
 
     outcome = stream_command(command, on_line, env=full_env, cwd=cwd, timeout=timeout,
-                             stop_event=stop_event, grace_s=grace_s, clock=clock)
+                             stop_event=stop_event, grace_s=grace_s, clock=clock, pass_stream=True)
     result.returncode = outcome.returncode
     result.duration_s = outcome.duration_s
     result.pids = outcome.pids

@@ -51,11 +51,11 @@ class ProcessOutcome:
     pids: list[int] = field(default_factory=list)
 
 
-def _reader(stream, lines: "queue.Queue[object]") -> None:
-    """Put every line of ``stream`` (decoded, line ending removed) into ``lines``, then EOF."""
+def _reader(stream, lines: "queue.Queue[object]", name: str) -> None:
+    """Put ``(name, line)`` for every line of ``stream`` (decoded, ending removed) into ``lines``, then EOF."""
     try:
         for raw in iter(stream.readline, b""):
-            lines.put(raw.decode("utf-8", errors="replace").rstrip("\r\n"))
+            lines.put((name, raw.decode("utf-8", errors="replace").rstrip("\r\n")))
     except (OSError, ValueError):  # pipe closed under us during clean-up
         pass
     finally:
@@ -166,6 +166,7 @@ def stream_command(
     stop_event: threading.Event | None = None,
     grace_s: Sequence[float] = (3.0, 3.0),
     clock: Callable[[], float] = time.monotonic,
+    pass_stream: bool = False,
 ) -> ProcessOutcome:
     """Run ``command`` in a new session and call ``on_line`` for each output line as it comes.
 
@@ -181,6 +182,8 @@ def stream_command(
         stop_event: When set from another thread, the run is ended (reason ``"stopped"``).
         grace_s: Grace periods after SIGINT and after SIGTERM during clean-up.
         clock: Monotonic clock used for the timeout and the duration (injectable for tests).
+        pass_stream: Call ``on_line(line, pipe)`` with ``pipe`` = ``"stdout"`` or ``"stderr"``, so
+            the caller can show each line on the stream it was written to.
 
     Returns:
         A :class:`ProcessOutcome`. Whatever the outcome, no process of the run is left alive.
@@ -201,9 +204,17 @@ def stream_command(
     # One reader per pipe: both streams end up in one queue, yet a line written to stderr is
     # never cut in two by a write to stdout (mpirun writes its tags and texts separately).
     lines: "queue.Queue[object]" = queue.Queue()
+
+    def deliver(item: object) -> None:
+        pipe_name, text = item  # type: ignore[misc]
+        if pass_stream:
+            on_line(text, pipe_name)  # type: ignore[call-arg]
+        else:
+            on_line(text)
+
     readers = [
-        threading.Thread(target=_reader, args=(pipe, lines), daemon=True)
-        for pipe in (popen.stdout, popen.stderr)
+        threading.Thread(target=_reader, args=(pipe, lines, name), daemon=True)
+        for pipe, name in ((popen.stdout, "stdout"), (popen.stderr, "stderr"))
     ]
     for reader in readers:
         reader.start()
@@ -228,7 +239,7 @@ def stream_command(
                     break
                 continue
             if item is not None:
-                on_line(item)  # type: ignore[arg-type]
+                deliver(item)
                 continue
             if timeout is not None and clock() - start >= timeout:
                 reason = "timeout"
@@ -254,6 +265,6 @@ def stream_command(
         except queue.Empty:
             break
         if item is not _EOF:
-            on_line(item)  # type: ignore[arg-type]
+            deliver(item)
     pids = [popen.pid] + [pid for pid, _ in tracked]
     return ProcessOutcome(popen.returncode, clock() - start, reason, pids)

@@ -335,3 +335,13 @@ def test_stop_event_from_another_thread():
     with pytest.raises(RunStoppedError, match="stopped on request") as info:
         run_horovod(SLEEP, 2, ["--marker", mark], output=on_line, stop_event=stop, timeout=120)
     assert_nothing_left(mark, info.value.result)
+
+
+def test_stderr_lines_are_shown_on_stderr(tmp_path, capsys) -> None:
+    script = tmp_path / "two_streams.py"
+    script.write_text("import sys\nprint('to stdout', flush=True)\nprint('to stderr', file=sys.stderr, flush=True)\n")
+    result = launch.run_python(script, timeout=60)
+    captured = capsys.readouterr()
+    assert "to stdout" in captured.out and "to stderr" not in captured.out
+    assert "to stderr" in captured.err
+    assert any("to stderr" in line for line in result.log)
