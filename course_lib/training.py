@@ -59,7 +59,17 @@ class CheckpointError(RuntimeError):
 
 # ------------------------------------------------------------------------- argparse types
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """``--help`` shows every default, and keeps the epilog's example command on one line."""
+    """``--help`` shows every default, and keeps the epilog's example command on one line.
+
+    A help text that already says its default in words ("default: all 60000") is left as it is,
+    and so are flags whose default is None or False (nothing useful to add).
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text or action.default is None or action.default is False:
+            return text
+        return super()._get_help_string(action)
 
 
 def _parse_number(text: str, kind: type, minimum: float, what: str) -> Any:
