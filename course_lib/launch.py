@@ -206,6 +206,10 @@ def run_horovod(script: str | os.PathLike[str], num_workers: int, script_args: S
     horovodrun = find_horovodrun(exe)
     if controller == "mpi":
         check_mpirun(dict(os.environ) | dict(env or {}))
+        # Open MPI busy-polls while a rank waits; on a CPU-only machine that steals the cores the
+        # other ranks compute on (an epoch measured 25 s instead of 7 s). Yield instead, unless the
+        # caller chose otherwise.
+        env = {"OMPI_MCA_mpi_yield_when_idle": "1", **dict(env or {})}
     command = build_horovod_command(horovodrun, num_workers, exe, path, args, hosts, controller,
                                     extra)
     return _execute(command, horovod=True, show=show, output=output, env=env, cwd=cwd,

@@ -100,6 +100,9 @@ class ControlPanel:
             w.HBox([self.run_button, self.stop_button, self.status]),
             self.progress, self.log, self.table, self.plot,
         ])
+        for name in ("workers", "batch_size", "epochs", "controller", "run_button", "stop_button",
+                     "status", "progress", "log", "table", "plot"):  # stable hooks for browser tests
+            getattr(self, name).add_class("course-" + name.replace("_button", "").replace("_", "-"))
         self.workers.observe(lambda _change: self._update_note(), names="value")
         self.run_button.on_click(lambda _button: self._on_run_clicked())
         self.stop_button.on_click(lambda _button: self.stop())
@@ -265,7 +268,9 @@ class ControlPanel:
         if not self.records:
             self.table.value = "<i>no runs yet</i>"
             return
-        from IPython.display import display
+        import io
+
+        from IPython.display import Image
 
         from course_lib import scaling
 
@@ -276,9 +281,12 @@ class ControlPanel:
             return
         self.table.value = table.to_html(index=False, float_format=lambda v: f"{v:.3g}")
         self.figure = scaling.plot_scaling(table, title="Horovod scaling (this panel's runs)")
-        with self.plot:
-            self.plot.clear_output(wait=True)
-            display(self.figure)
+        # Runs end in a background thread, and `with output: display(...)` from a thread never
+        # reaches JupyterLab; appending the rendered image to the Output widget does.
+        png = io.BytesIO()
+        self.figure.savefig(png, format="png", dpi=80)
+        self.plot.outputs = ()
+        self.plot.append_display_data(Image(png.getvalue()))
 
     def _load_records(self) -> list[Any]:
         if self.records_path is None or not self.records_path.exists():
