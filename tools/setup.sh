@@ -58,7 +58,7 @@ elif [ "${COURSE_GPU:-}" != 0 ] && command -v nvidia-smi >/dev/null; then
     if grep -q '^GPU ' <<<"$gpus"; then variant=gpu; else say "nvidia-smi found no GPU: $gpus"; fi
 fi
 
-stamp_id=$( { cat "$CONSTRAINTS" "$ROOT/pyproject.toml" "${BASH_SOURCE[0]}"; echo "$variant"; } | sha256sum | cut -c1-16)
+stamp_id=$( { cat "$CONSTRAINTS" "$ROOT/pyproject.toml" "${BASH_SOURCE[0]}" "$ROOT/tools/jupyterlab-overrides.json"; echo "$variant"; } | sha256sum | cut -c1-16)
 STAMP=$VENV/.course-setup-$stamp_id
 if [ -f "$STAMP" ] && [ "${COURSE_FORCE_SETUP:-0}" != 1 ] && [ -x "$VENV/bin/horovodrun" ] \
         && "$VENV/bin/python" -c "import course_lib"; then
@@ -115,6 +115,9 @@ fi
 # --- 5. Jupyter kernel --------------------------------------------------------------------------------
 "$VENV/bin/python" -m ipykernel install --sys-prefix --name python3 \
     --display-name "Python 3 (course .venv)" >/dev/null
+# No news or update pop-ups in the lab: they need the internet and distract a room of learners.
+mkdir -p "$VENV/share/jupyter/lab/settings"
+cp "$ROOT/tools/jupyterlab-overrides.json" "$VENV/share/jupyter/lab/settings/overrides.json"
 
 # --- 6. the data, prepared once for tfds (notebooks then start at once) ----------------------------------
 "$VENV/bin/python" -m course_lib prepare-data \
