@@ -75,6 +75,8 @@ def test_notebook_follows_the_skeleton(path: Path) -> None:
         assert found, f"missing heading {heading!r}"
         positions.append(found[0])
     assert positions == sorted(positions), "Setup, Summary, Exercises must come in this order"
-    exercises = "\n".join(markdown[positions[-1]:])
-    assert "self-check" in exercises.lower() or "check_" in "".join(c.source for c in nb.cells), \
-        "exercises need self-check cells"
+    start = next(i for i, cell in enumerate(nb.cells)
+                 if cell.cell_type == "markdown" and cell.source.startswith("## Exercises"))
+    self_checks = [cell for cell in nb.cells[start:]
+                   if cell.cell_type == "code" and "check(" in cell.source]
+    assert self_checks, "each exercise needs a self-check cell (course_lib.exercises.check)"
