@@ -20,7 +20,7 @@ import os
 import sys
 import time
 
-from course_lib import training
+from course_lib import ablation, training
 from course_lib.training import emit, non_negative_int, positive_float, positive_int
 
 
@@ -38,10 +38,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--lr", type=positive_float, default=1e-3,
                         help="learning rate (before --scale-lr); LARS needs about 0.1-10")
     parser.add_argument("--scale-lr", action="store_true",
-                        help="multiply the learning rate by the number of workers (linear scaling)")
+                        help="multiply the learning rate by the growth of the global batch over one "
+                        "worker's batch: workers x --backward-passes-per-step (linear scaling)")
     parser.add_argument("--warmup-epochs", type=non_negative_int, default=0,
-                        help="ramp the learning rate from lr/workers up to lr over this many epochs "
-                        "(Horovod LearningRateWarmupCallback); must be < --epochs")
+                        help="ramp the learning rate from lr/(workers x backward passes) up to lr over "
+                        "this many epochs (Horovod LearningRateWarmupCallback); must be < --epochs")
     parser.add_argument("--plateau", action="store_true",
                         help="halve the learning rate when the (worker-averaged) loss stops improving")
     parser.add_argument("--optimizer", choices=training.OPTIMIZERS, default="adam",
@@ -55,6 +56,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="train on the first N training images only (default: all 60000)")
     parser.add_argument("--test-subset", type=positive_int, default=None,
                         help="evaluate on the first N test images only (default: all 10000)")
+    parser.add_argument("--eval-every-epoch", action="store_true",
+                        help="rank 0 evaluates on the test set after every epoch and adds "
+                        "test_loss, test_accuracy and wall_time_s (since start) to the epoch line")
     parser.add_argument("--checkpoint-dir", default=None,
                         help="folder where rank 0 saves a checkpoint after every epoch")
     parser.add_argument("--resume", action="store_true",
@@ -124,7 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     n_train = len(fmnist.y_train)
     arith = training.epoch_arithmetic(n_train, args.batch_size, workers, k)
     steps = arith["steps_per_epoch"]
-    lr = args.lr * workers if args.scale_lr else args.lr  # Horovod: optional LR scaling by size
+    # Horovod: optional linear LR scaling by the growth of the global batch (size x accumulation).
+    growth = workers * k
+    lr = args.lr * growth if args.scale_lr else args.lr
     # Horovod: every worker starts at rank 0's epoch (read from its checkpoint).
     start_epoch = int(hvd_tf.broadcast_object(args.resume_from["epoch"] if args.resume_from
                                               else 0, root_rank=0))
@@ -138,7 +144,9 @@ def main(argv: list[str] | None = None) -> int:
              samples_per_epoch=arith["samples_per_epoch"], updates_per_epoch=arith[
                  "updates_per_epoch"], epochs=args.epochs, first_epoch=start_epoch + 1, lr=lr,
              base_lr=args.lr, scale_lr=args.scale_lr, optimizer=args.optimizer,
-             backward_passes_per_step=k, seed=args.seed, deterministic=args.deterministic,
+             backward_passes_per_step=k, warmup_epochs=args.warmup_epochs, plateau=args.plateau,
+             eval_every_epoch=args.eval_every_epoch, seed=args.seed,
+             deterministic=args.deterministic,
              distributed_optimizer=not args.no_distributed_optimizer)
 
     model = models.build_model(seed=args.seed, mixed_precision=args.mixed_precision)
@@ -166,13 +174,29 @@ def main(argv: list[str] | None = None) -> int:
         tf.keras.callbacks.LambdaCallback(
             on_epoch_begin=lambda epoch, logs: training.reseed_dropout(model, args.seed, epoch)),
     ]
-    if args.warmup_epochs:
+    if args.warmup_epochs and k == 1:
         callbacks.append(hvd.callbacks.LearningRateWarmupCallback(  # Horovod: LR warm-up
             initial_lr=lr, warmup_epochs=args.warmup_epochs, momentum_correction=False,
             steps_per_epoch=steps, verbose=int(rank == 0)))
+    elif args.warmup_epochs:  # the same ramp, from lr / (size x k): accumulation grows the batch too
+        callbacks.append(hvd.callbacks.LearningRateScheduleCallback(
+            initial_lr=lr, multiplier=ablation.warmup_multiplier(growth, args.warmup_epochs, steps),
+            start_epoch=0, end_epoch=args.warmup_epochs, staircase=False,
+            momentum_correction=False, steps_per_epoch=steps))
     if args.plateau:
         callbacks.append(tf.keras.callbacks.ReduceLROnPlateau(
             monitor="loss", factor=0.5, patience=1, verbose=int(rank == 0)))
+    if args.eval_every_epoch and rank == 0:  # after MetricAverageCallback: rank 0's keys only
+        test_every_epoch = data.make_dataset(fmnist.x_test, fmnist.y_test, batch_size=256,
+                                             training=False)
+
+        def evaluate(epoch: int, logs: dict | None) -> None:
+            test_loss, test_acc = model.evaluate(test_every_epoch, verbose=0)
+            if logs is not None:
+                logs.update(test_loss=float(test_loss), test_accuracy=float(test_acc),
+                            wall_time_s=time.perf_counter() - started)
+
+        callbacks.append(tf.keras.callbacks.LambdaCallback(on_epoch_end=evaluate))
     meter = Throughput(arith["step_batch"], samples_per_epoch=arith["samples_per_epoch"],
                        warmup_epochs=args.throughput_warmup_epochs, workers=workers, rank=rank,
                        json_lines=args.json)
