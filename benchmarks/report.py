@@ -1,0 +1,255 @@
+"""Turn the samples of each section into table rows (pure arithmetic, no TensorFlow).
+
+Every function takes ``samples``: ``{variant name: [one figure per interleaved round]}`` and
+returns :class:`benchmarks.stats.Row` objects. Missing variants give no row (the section was not
+selected); NaN samples (a failed run) are left out of medians.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+from benchmarks.stats import (Row, efficiency, median, overhead_pct, paired_ratios, render_table,
+                              summarize)
+
+LOAD_WARNING = 1.5  # 1-minute load average above which results are flagged
+
+__all__ = ["rate_row", "ratio_row", "section1_rows", "section2_rows", "section3_rows",
+           "section4_rows", "section5_rows", "section6_rows", "section7_rows", "section8_rows",
+           "tuning_rows", "idle_rows", "notes", "render_markdown", "strict_json", "LABELS",
+           "LOAD_WARNING"]
+
+Samples = Mapping[str, Sequence[float]]
+
+#: Human names of the launched variants (benchmarks/run.py builds them).
+LABELS = {
+    "hvd1": "Horovod -np 1, 1 intra-op thread",
+    "hvd2": "Horovod -np 2, 1 thread each, Horovod defaults",
+    "hvd2_course": "Horovod -np 2, 1 thread each, course defaults",
+    "ceiling": "ceiling: 1 process, intra-op threads = cores, no Horovod",
+    "hvd2_unpinned": "Horovod -np 2, TensorFlow default threads (no pinning)",
+    "mir1": "MirroredStrategy, 1 CPU device",
+    "mir2": "MirroredStrategy, 2 simulated CPU devices",
+}
+
+
+def _spread(values: Sequence[float], scale: float = 1.0) -> tuple[float, float] | None:
+    s = summarize(values)
+    if s.n == 0:
+        return None
+    return (s.minimum * scale, s.maximum * scale)
+
+
+def rate_row(section: str, label: str, values: Sequence[float], *, unit: str = "img/s",
+             note: str = "", digits: int = 0) -> Row:
+    """A row with the median of ``values`` and their min–max."""
+    s = summarize(values)
+    return Row(section, label, s.median, _spread(values), unit, s.n, note=note, digits=digits)
+
+
+def ratio_row(section: str, label: str, top: Sequence[float], bottom: Sequence[float], *,
+              divide_by: int = 1, percent: bool = True, goal: str = "",
+              goal_value: float | None = None, goal_op: str = ">=", note: str = "") -> Row:
+    """A row with ``median(top) / (divide_by * median(bottom))`` and the per-round spread.
+
+    Args:
+        section: Section id.
+        label: Measurement text.
+        top: Numerator samples (one per round).
+        bottom: Denominator samples (same rounds).
+        divide_by: n of an efficiency (``top / (n * bottom)``).
+        percent: Show as percent (value * 100) instead of a factor (``x``).
+        goal: Goal text; goal_value / goal_op: the goal as a number in the shown unit.
+        note: Note column.
+
+    Returns:
+        The row; value NaN when either side has no finite sample.
+    """
+    value = efficiency(median(top), median(bottom), divide_by)
+    rounds = [r / divide_by for r in paired_ratios(top, bottom)]
+    scale = 100.0 if percent else 1.0
+    finite = [r for r in rounds if math.isfinite(r)]
+    spread = (min(finite) * scale, max(finite) * scale) if finite else None
+    shown = value * scale
+    met = None
+    if goal_value is not None and math.isfinite(shown):
+        met = shown >= goal_value if goal_op == ">=" else shown <= goal_value
+    return Row(section, label, shown, spread, "%" if percent else "x", len(finite), goal, met,
+               note, digits=1 if percent else 2)
+
+
+def section1_rows(samples: Samples, *, workers: int, cores: int,
+                  goal_pct: float = 95.0) -> list[Row]:
+    """Horovod weak scaling on CPU, against 1 worker and against the machine's ceiling."""
+    rows = [rate_row("1", LABELS[k], samples[k]) for k in
+            ("hvd1", "hvd2", "hvd2_course", "ceiling", "hvd2_unpinned") if k in samples]
+    for k in ("hvd2", "hvd2_course", "hvd2_unpinned"):
+        if k not in samples:
+            continue
+        what = LABELS[k].split(", ", 1)[1]
+        if "hvd1" in samples:
+            rows.append(ratio_row("1", f"efficiency vs 1 worker × {workers} ({what})", samples[k],
+                                  samples["hvd1"], divide_by=workers))
+        if "ceiling" in samples:
+            rows.append(ratio_row("1", f"vs ceiling ({cores} threads, 1 process) ({what})",
+                                  samples[k], samples["ceiling"], goal=f">= {goal_pct:g} %",
+                                  goal_value=goal_pct))
+    if "ceiling" in samples and "hvd1" in samples:
+        rows.append(ratio_row("1", f"ceiling vs 1 thread ({cores} threads in 1 process)",
+                              samples["ceiling"], samples["hvd1"], percent=False))
+    return rows
+
+
+def section2_rows(samples: Samples) -> list[Row]:
+    """MirroredStrategy on 1 vs 2 simulated CPU devices (weak scaling: batch per replica fixed)."""
+    rows = [rate_row("2", LABELS[k], samples[k]) for k in ("mir1", "mir2") if k in samples]
+    if "mir1" in samples and "mir2" in samples:
+        rows.append(ratio_row(
+            "2", "efficiency 2 simulated devices vs 1 × 2", samples["mir2"], samples["mir1"],
+            divide_by=2, note="logical CPU devices share one thread pool: no extra compute"))
+    return rows
+
+
+def section3_rows(samples: Samples, *, global_batch: int) -> list[Row]:
+    """Horovod vs MirroredStrategy at the same global batch."""
+    rows = []
+    for k in ("hvd2_course", "hvd2"):
+        if k in samples and "mir2" in samples:
+            rows.append(ratio_row("3", f"{LABELS[k]} / {LABELS['mir2']} (global batch "
+                                  f"{global_batch})", samples[k], samples["mir2"], percent=False))
+    return rows
+
+
+def section4_rows(samples: Samples, *, goal_pct: float = 1.0) -> list[Row]:
+    """Throughput callback overhead: fit time with vs without, per-round overheads."""
+    if "with" not in samples or "without" not in samples:
+        return []
+    value = overhead_pct(median(samples["with"]), median(samples["without"]))
+    rounds = [100.0 * (r - 1.0) for r in paired_ratios(samples["with"], samples["without"])]
+    finite = [r for r in rounds if math.isfinite(r)]
+    met = None if not math.isfinite(value) else value <= goal_pct
+    return [
+        rate_row("4", "fit time without callback", samples["without"], unit="s", digits=2),
+        rate_row("4", "fit time with Throughput callback", samples["with"], unit="s", digits=2),
+        Row("4", "Throughput callback overhead", value,
+            (min(finite), max(finite)) if finite else None, "%", len(finite),
+            f"<= {goal_pct:g} %", met, "per-round overheads can be negative (noise)", digits=2),
+    ]
+
+
+def section5_rows(samples: Samples, *, goal_x: float = 10.0) -> list[Row]:
+    """Input pipeline alone vs the model consuming it."""
+    if "pipeline" not in samples or "model" not in samples:
+        return []
+    return [
+        rate_row("5", "course_lib.data pipeline alone", samples["pipeline"]),
+        rate_row("5", "model training (fit) on that pipeline", samples["model"]),
+        ratio_row("5", "pipeline / model consumption", samples["pipeline"], samples["model"],
+                  percent=False, goal=f">= {goal_x:g}x", goal_value=goal_x),
+    ]
+
+
+def section6_rows(samples: Samples) -> list[Row]:
+    """Single-device throughput vs batch size, and each relative to the smallest batch."""
+    if not samples:
+        return []
+    sizes = sorted(samples, key=int)
+    rows = [rate_row("6", f"batch {b}: 1 process, default threads", samples[b]) for b in sizes]
+    base = sizes[0]
+    for b in sizes[1:]:
+        rows.append(ratio_row("6", f"batch {b} / batch {base}", samples[b], samples[base],
+                              percent=False))
+    return rows
+
+
+def section7_rows(seconds: float | None, *, returncode: int | None, note: str,
+                  goal_s: float = 600.0) -> list[Row]:
+    """Wall time of the notebook suite (one run; no spread)."""
+    if seconds is None:
+        return [Row("7", "notebook suite (pytest notebooks)", note=note or "skipped")]
+    met = seconds <= goal_s
+    if returncode:
+        note = (note + "; " if note else "") + f"pytest exited {returncode}"
+    return [Row("7", "notebook suite wall time (pytest notebooks)", seconds, None, "s", 1,
+                f"<= {goal_s:g} s", met, note, digits=0)]
+
+
+def section8_rows(samples: Samples, *, gpu: str) -> list[Row]:
+    """Per-GPU throughput in float32 and mixed precision, and the speed-up."""
+    if "fp32" not in samples or "mixed" not in samples:
+        return [Row("8", "GPU: float32 vs mixed precision", note=gpu or "skipped: no GPU")]
+    return [
+        rate_row("8", f"1 GPU float32 ({gpu})", samples["fp32"]),
+        rate_row("8", f"1 GPU mixed_float16 ({gpu})", samples["mixed"]),
+        ratio_row("8", "mixed precision speed-up", samples["mixed"], samples["fp32"],
+                  percent=False),
+    ]
+
+
+def tuning_rows(samples: Samples, labels: Mapping[str, str], baseline: str) -> list[Row]:
+    """Exploration of Horovod settings: each variant's img/s and its ratio to ``baseline``."""
+    rows = [rate_row("1x", labels[k], v) for k, v in samples.items()]
+    if baseline in samples:
+        for k, v in samples.items():
+            if k != baseline:
+                rows.append(ratio_row("1x", f"{labels[k]} / {labels[baseline]}", v,
+                                      samples[baseline], percent=False))
+    return rows
+
+
+def idle_rows(samples: Samples, labels: Mapping[str, str]) -> list[Row]:
+    """Section 1x: % of one core Horovod's background thread takes per idle worker."""
+    return [rate_row("1x", labels[k], v, unit="% of a core", digits=1,
+                     note="CPU time, hardly affected by other load")
+            for k, v in samples.items()]
+
+
+def notes(repeats: int, quick: bool, info: dict, load_end: list[float] | None) -> list[str]:
+    """Notes for the results file: measured under load, quick run, too few repeats."""
+    out: list[str] = []
+    cores = max(1, int(info["cores"]))
+    start = info.get("load_average")
+    worst = max([x[0] for x in (start, load_end) if x] or [0.0])
+    if worst > LOAD_WARNING:
+        out.append(f"MEASURED UNDER LOAD: 1-min load average {start[0] if start else 'n/a'} at "
+                     f"start, {load_end[0] if load_end else 'n/a'} at end on {cores} cores "
+                     f"(> {LOAD_WARNING}); other processes shared the CPU, so absolute figures are "
+                     "low and noisy. Rerun on an idle machine before quoting them.")
+    if quick:
+        out.append("--quick smoke run: few short repeats, figures are not meaningful.")
+    elif repeats < 5:
+        out.append(f"only {repeats} repeats (< 5): medians are indicative only.")
+    return out
+
+
+def render_markdown(doc: dict, rows: list[Row], *, batch: int) -> str:
+    """The .md results file: machine, settings, notes, table."""
+    m = doc["machine"]
+    lines = [f"# Benchmarks {doc['date']} on {m['host']}", "",
+             f"- Machine: {m['cores']} cores, {m['cpu_model']}; GPUs: "
+             f"{', '.join(m['gpus']) if m['gpus'] else 'none'}",
+             f"- Python {m['python']}, TensorFlow {m['tensorflow']}, Horovod {m['horovod']}",
+             f"- Load average at start {m['load_average']}, at end {doc['load_average_end']}",
+             f"- Sections {', '.join(doc['sections'])}; {doc['settings']['repeats']} interleaved "
+             f"repeats; {doc['settings']['steps']} timed steps per launched run after "
+             f"{doc['settings']['warmup_steps']} warm-up steps; batch {batch} per worker; "
+             f"wall time {doc['wall_time_s']:.0f} s",
+             f"- Course Horovod environment (course defaults rows): {doc['course_horovod_env']}"]
+    if doc["notes"]:
+        lines += ["", "**Notes**", ""] + [f"- {n}" for n in doc["notes"]]
+    lines += ["", render_table(rows),
+              "How to read this table: benchmarks/README.md. Spread is min–max of the samples, or "
+              "of the per-round ratios for ratio rows."]
+    return "\n".join(lines) + "\n"
+
+
+def strict_json(value: object) -> object:
+    """NaN/inf become None so the file is strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
+    return value

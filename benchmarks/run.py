@@ -1,0 +1,373 @@
+"""``make bench``: measure the course's own performance claims, side by side, in one run.
+
+Writes ``benchmarks/results/<date>-<host>.json`` and ``.md`` (atomically) and prints the table.
+Sections (``--only``): 1 Horovod CPU scaling vs 1 worker and vs the machine's ceiling,
+1x Horovod settings explored (opt-in), 2 MirroredStrategy 1 vs 2 simulated devices,
+3 Horovod vs MirroredStrategy at equal global batch, 4 Throughput callback overhead,
+5 input pipeline vs model, 6 throughput vs batch size, 7 notebook suite wall time,
+8 GPU float32 vs mixed precision. See benchmarks/README.md.
+
+Every launched variant is one fresh process (group); the variants of sections 1, 1x, 2, 3 and 8
+run interleaved (A, B, C, A, B, C, ...), sections 4–6 interleave inside one process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import math
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from benchmarks import machine, report, stats  # noqa: E402
+from benchmarks.stats import BenchOptionError, Row  # noqa: E402
+
+SECTIONS = ("1", "1x", "2", "3", "4", "5", "6", "7", "8")
+DEFAULT_SECTIONS = ("1", "2", "3", "4", "5", "6", "7", "8")
+WORKLOADS = REPO / "benchmarks" / "workloads"
+TRAIN = WORKLOADS / "train_throughput.py"
+IDLE = WORKLOADS / "hvd_idle_cpu.py"
+IN_PROCESS = WORKLOADS / "in_process.py"
+WORKERS = 2
+BATCH = 128
+#: Environment the course's Horovod runs should get on CPU (the "course defaults" variant).
+#: Chosen from section 1x; see benchmarks/README.md ("What was changed").
+COURSE_HOROVOD_ENV: dict[str, str] = {"HOROVOD_CYCLE_TIME": "5"}
+
+
+@dataclass
+class Settings:
+    """How long and how often to measure."""
+
+    repeats: int
+    warmup_steps: int
+    steps: int
+    inproc_steps: int
+    images: int
+    quick: bool
+    timeout_s: float = 600.0
+
+
+def make_settings(quick: bool, repeats: int | None) -> Settings:
+    """Full (``make bench``) or ``--quick`` settings, with ``--repeats`` applied.
+
+    Raises:
+        BenchOptionError: ``repeats`` is not an int >= 1.
+    """
+    if quick:
+        settings = Settings(repeats=2, warmup_steps=3, steps=12, inproc_steps=8, images=1024,
+                            quick=True)
+    else:
+        settings = Settings(repeats=5, warmup_steps=8, steps=60, inproc_steps=40, images=5120,
+                            quick=False)
+    if repeats is not None:
+        settings.repeats = stats.check_repeats(repeats)
+    return settings
+
+
+@dataclass
+class Variant:
+    """One thing to launch and time."""
+
+    name: str
+    label: str
+    launcher: str  # "horovod" or "python"
+    args: list[str]
+    workers: int = 1
+    env: dict[str, str] = field(default_factory=dict)
+    controller: str = "gloo"
+    script: Path = TRAIN  # IDLE: % of a core Horovod takes while idle, mean over ranks
+
+
+def _train_args(settings: Settings, *extra: str) -> list[str]:
+    return ["--batch", str(BATCH), "--warmup-steps", str(settings.warmup_steps),
+            "--steps", str(settings.steps), *extra]
+
+
+def launch_variants(sections: list[str], settings: Settings, cores: int,
+                    gpus: list[str]) -> list[Variant]:
+    """The launched variants the chosen sections need (each once, in a fixed order)."""
+    wanted: list[str] = []
+    if "1" in sections:
+        wanted += ["hvd1", "hvd2", "hvd2_course", "ceiling", "hvd2_unpinned"]
+    if "2" in sections:
+        wanted += ["mir1", "mir2"]
+    if "3" in sections:
+        wanted += ["hvd2", "hvd2_course", "mir2"]
+    hvd = ["--mode", "horovod"]
+    table = {
+        "hvd1": Variant("hvd1", report.LABELS["hvd1"], "horovod",
+                        _train_args(settings, *hvd, "--threads", "1"), 1),
+        "hvd2": Variant("hvd2", report.LABELS["hvd2"], "horovod",
+                        _train_args(settings, *hvd, "--threads", "1"), WORKERS),
+        "hvd2_course": Variant("hvd2_course", report.LABELS["hvd2_course"], "horovod",
+                               _train_args(settings, *hvd, "--threads", "1"), WORKERS,
+                               dict(COURSE_HOROVOD_ENV)),
+        "ceiling": Variant("ceiling", report.LABELS["ceiling"], "python",
+                           _train_args(settings, "--mode", "single", "--threads", str(cores))),
+        "hvd2_unpinned": Variant("hvd2_unpinned", report.LABELS["hvd2_unpinned"], "horovod",
+                                 _train_args(settings, *hvd), WORKERS),
+        "mir1": Variant("mir1", report.LABELS["mir1"], "python",
+                        _train_args(settings, "--mode", "mirrored", "--devices", "1")),
+        "mir2": Variant("mir2", report.LABELS["mir2"], "python",
+                        _train_args(settings, "--mode", "mirrored", "--devices", "2")),
+    }
+    if "8" in sections and gpus:
+        table["fp32"] = Variant("fp32", "1 GPU float32", "python",
+                                _train_args(settings, "--mode", "single"))
+        table["mixed"] = Variant("mixed", "1 GPU mixed_float16", "python",
+                                 _train_args(settings, "--mode", "single", "--mixed-precision"))
+        wanted += ["fp32", "mixed"]
+    return [table[name] for name in dict.fromkeys(wanted)]
+
+
+def tuning_variants(settings: Settings) -> list[Variant]:
+    """Section 1x: Horovod -np 2 (1 thread each) under different settings."""
+    base = _train_args(settings, "--mode", "horovod", "--threads", "1")
+    return [
+        Variant("x_defaults", "gloo, Horovod defaults", "horovod", base, WORKERS),
+        Variant("x_cycle5", "HOROVOD_CYCLE_TIME=5 ms", "horovod", base, WORKERS,
+                {"HOROVOD_CYCLE_TIME": "5"}),
+        Variant("x_cycle20", "HOROVOD_CYCLE_TIME=20 ms", "horovod", base, WORKERS,
+                {"HOROVOD_CYCLE_TIME": "20"}),
+        Variant("x_nofusion", "HOROVOD_FUSION_THRESHOLD=0 (no fusion)", "horovod", base, WORKERS,
+                {"HOROVOD_FUSION_THRESHOLD": "0"}),
+        Variant("x_datathreads1", "tf.data private pool of 1 thread", "horovod",
+                base + ["--data-threads", "1"], WORKERS),
+        Variant("x_mpi", "MPI controller (--mpi)", "horovod", base, WORKERS, controller="mpi"),
+    ]
+
+
+def idle_variants() -> list[Variant]:
+    """Section 1x: CPU share of Horovod's background thread while idle, per setting."""
+    args = ["--seconds", "5"]
+    return [
+        Variant("i_defaults", "idle Horovod CPU, gloo, cycle 1 ms (default)", "horovod", args,
+                WORKERS, script=IDLE),
+        Variant("i_cycle5", "idle Horovod CPU, gloo, HOROVOD_CYCLE_TIME=5", "horovod", args,
+                WORKERS, {"HOROVOD_CYCLE_TIME": "5"}, script=IDLE),
+        Variant("i_cycle20", "idle Horovod CPU, gloo, HOROVOD_CYCLE_TIME=20", "horovod", args,
+                WORKERS, {"HOROVOD_CYCLE_TIME": "20"}, script=IDLE),
+        Variant("i_mpi", "idle Horovod CPU, MPI controller", "horovod", args, WORKERS,
+                controller="mpi", script=IDLE),
+    ]
+
+
+def _printer(line: str) -> None:
+    print(f"    {line}", flush=True)
+
+
+def run_variant(variant: Variant, data_path: Path, timeout_s: float) -> float:
+    """Launch one variant and return its figure (NaN, with the error printed, if it failed).
+
+    The figure is images/s (rank 0's ``result`` line) for the training workload, and the mean
+    over ranks of the idle CPU share, in % of one core, for the idle workload.
+    """
+    from course_lib import launch
+
+    idle = variant.script == IDLE
+    args = variant.args + ([] if idle else ["--data", str(data_path)])
+    env = {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"), **variant.env}
+    try:
+        if variant.launcher == "horovod":
+            result = launch.run_horovod(variant.script, variant.workers, args,
+                                        controller=variant.controller, env=env, timeout=timeout_s,
+                                        show="all" if idle else "rank0", output=_printer,
+                                        cwd=REPO)
+        else:
+            result = launch.run_python(variant.script, args, env=env, timeout=timeout_s,
+                                       output=_printer, cwd=REPO)
+    except launch.RunFailedError as exc:
+        print(f"!! {variant.label} failed: {exc}", file=sys.stderr, flush=True)
+        return math.nan
+    if idle:
+        shares = [float(e["cpu_fraction"]) for _, e in result.events if e.get("event") == "idle"]
+        if len(shares) != variant.workers:
+            print(f"!! {variant.label}: {len(shares)} idle lines for {variant.workers} ranks",
+                  file=sys.stderr, flush=True)
+            return math.nan
+        return 100.0 * sum(shares) / len(shares)
+    if result.result is None or result.result.get("images_per_sec") is None:
+        print(f"!! {variant.label}: no result line in its output", file=sys.stderr, flush=True)
+        return math.nan
+    return float(result.result["images_per_sec"])
+
+
+def run_interleaved(variants: list[Variant], settings: Settings,
+                    data_path: Path) -> dict[str, list[float]]:
+    """Run every variant ``settings.repeats`` times, interleaved; images/s per variant."""
+    samples: dict[str, list[float]] = {v.name: [] for v in variants}
+    by_name = {v.name: v for v in variants}
+    schedule = stats.interleaved_schedule([v.name for v in variants], settings.repeats)
+    for i, (rnd, name) in enumerate(schedule, 1):
+        variant = by_name[name]
+        print(f"[{i}/{len(schedule)}] round {rnd + 1}: {variant.label}", flush=True)
+        samples[name].append(run_variant(variant, data_path, settings.timeout_s))
+    return samples
+
+
+def run_in_process(command: str, settings: Settings, data_path: Path) -> dict[str, list[float]]:
+    """Run one sub-command of workloads/in_process.py; its samples (empty if it failed)."""
+    from course_lib import launch
+
+    args = [command, "--data", str(data_path), "--repeats", str(settings.repeats),
+            "--steps", str(settings.inproc_steps), "--batch", str(BATCH),
+            "--images", str(settings.images)]
+    print(f"in-process: {command}", flush=True)
+    try:
+        result = launch.run_python(IN_PROCESS, args, timeout=settings.timeout_s, output=_printer,
+                                   cwd=REPO)
+    except launch.RunFailedError as exc:
+        print(f"!! in_process.py {command} failed: {exc}", file=sys.stderr, flush=True)
+        return {}
+    for _, event in result.events:
+        if event.get("event") == "samples":
+            return {k: [float(x) for x in v] for k, v in event["variants"].items()}
+    return {}
+
+
+def time_notebooks(python: str) -> tuple[float | None, int | None, str]:
+    """Wall time of ``python -m pytest notebooks -q`` (its output is shown as it runs)."""
+    notebooks = sorted((REPO / "notebooks").glob("*.ipynb"))
+    if not notebooks:
+        return None, None, "skipped: no notebooks/*.ipynb yet"
+    start = time.perf_counter()
+    proc = subprocess.run([python, "-m", "pytest", "notebooks", "-q"], cwd=REPO, check=False)
+    return time.perf_counter() - start, proc.returncode, f"{len(notebooks)} notebooks"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse and check the options; a bad option exits (status 2) before anything runs."""
+    parser = argparse.ArgumentParser(
+        description="Measure the course's performance claims (see benchmarks/README.md).")
+    parser.add_argument("--quick", action="store_true",
+                        help="few repeats and steps: a smoke run, not meaningful figures")
+    parser.add_argument("--only", default=None,
+                        help=f"comma-separated sections to run, of {', '.join(SECTIONS)} "
+                        f"(default: {','.join(DEFAULT_SECTIONS)}; 1x is opt-in)")
+    parser.add_argument("--repeats", type=int, default=None,
+                        help="interleaved repeats of every variant (default 5, --quick 2)")
+    parser.add_argument("--skip-notebooks", action="store_true",
+                        help="leave out section 7 (notebook suite wall time)")
+    parser.add_argument("--out-dir", default=str(REPO / "benchmarks" / "results"),
+                        help="where the .json and .md results go")
+    args = parser.parse_args(argv)
+    try:
+        args.sections = (stats.parse_only(args.only, SECTIONS) if args.only is not None
+                         else list(DEFAULT_SECTIONS))
+        args.settings = make_settings(args.quick, args.repeats)
+    except BenchOptionError as exc:
+        parser.error(str(exc))
+    if args.skip_notebooks:
+        args.sections = [s for s in args.sections if s != "7"]
+    if not args.sections:
+        parser.error("nothing left to run: --skip-notebooks removed the only section chosen")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the chosen sections, write and print the results; returns the exit status."""
+    args = parse_args(argv)
+    settings: Settings = args.settings
+    sections: list[str] = args.sections
+    from course_lib import launch
+    from course_lib.files import atomic_write_json, atomic_write_text
+
+    python = sys.executable
+    if {"1", "1x", "3"} & set(sections):
+        launch.find_horovodrun(python)  # LaunchError before anything runs
+    began = time.perf_counter()
+    info = machine.describe_machine()
+    cores, gpus = int(info["cores"]), list(info["gpus"])
+    print(f"Machine: {info['cores']} cores, {info['cpu_model']}, GPUs {gpus or 'none'}, load "
+          f"{info['load_average']}; sections {', '.join(sections)}", flush=True)
+    samples: dict[str, list[float]] = {}
+    inproc: dict[str, dict[str, list[float]]] = {}
+    tuning: dict[str, list[float]] = {}
+    idle: dict[str, list[float]] = {}
+    notebook = (None, None, "not selected")
+    with tempfile.TemporaryDirectory(prefix="course-bench-") as tmp:
+        data_path = Path(tmp) / "fmnist_train.npz"
+        if set(sections) - {"7", "8"} or ("8" in sections and gpus):
+            print("Loading the real Fashion-MNIST once (course_lib.data.load_arrays)", flush=True)
+            launch.run_python(IN_PROCESS, ["prepare", "--out", str(data_path)], output=_printer,
+                              cwd=REPO, timeout=settings.timeout_s)
+        variants = launch_variants(sections, settings, cores, gpus)
+        if variants:
+            samples = run_interleaved(variants, settings, data_path)
+        if "1x" in sections:
+            tvars = tuning_variants(settings)
+            tuning = run_interleaved(tvars, settings, data_path)
+            ivars = idle_variants()
+            idle = run_interleaved(ivars, settings, data_path)
+            tuning_labels = {v.name: v.label for v in tvars + ivars}
+        for section, command in (("4", "callback"), ("5", "pipeline"), ("6", "batches")):
+            if section in sections:
+                inproc[section] = run_in_process(command, settings, data_path)
+    if "7" in sections:
+        notebook = time_notebooks(python)
+
+    rows: list[Row] = []
+    if "1" in sections:
+        rows += report.section1_rows(samples, workers=WORKERS, cores=cores)
+    if "1x" in sections:
+        rows += report.tuning_rows(tuning, tuning_labels, "x_defaults")
+        rows += report.idle_rows(idle, tuning_labels)
+    if "2" in sections:
+        rows += report.section2_rows(samples)
+    if "3" in sections:
+        rows += report.section3_rows(samples, global_batch=BATCH * WORKERS)
+    if "4" in sections:
+        rows += report.section4_rows(inproc.get("4", {}))
+    if "5" in sections:
+        rows += report.section5_rows(inproc.get("5", {}))
+    if "6" in sections:
+        rows += report.section6_rows(inproc.get("6", {}))
+    if "7" in sections:
+        rows += report.section7_rows(notebook[0], returncode=notebook[1], note=notebook[2])
+    if "8" in sections:
+        rows += report.section8_rows(samples, gpu=", ".join(gpus) if gpus else
+                                     "skipped: no GPU on this machine (nvidia-smi lists none)")
+
+    load_end = machine.load_average()
+    now = datetime.datetime.now()
+    doc = {
+        "date": now.strftime("%Y-%m-%d"), "finished": now.isoformat(timespec="seconds"),
+        "machine": info, "load_average_end": load_end, "sections": sections,
+        "settings": settings.__dict__, "course_horovod_env": COURSE_HOROVOD_ENV,
+        "wall_time_s": time.perf_counter() - began,
+        "samples": {"launched": samples, "tuning": tuning, "idle_cpu_pct": idle,
+                    "in_process": inproc,
+                    "notebooks": {"seconds": notebook[0], "returncode": notebook[1],
+                                  "note": notebook[2]}},
+        "rows": [r.to_dict() for r in rows],
+    }
+    doc["notes"] = report.notes(settings.repeats, settings.quick, info, load_end)
+    if any("UNDER LOAD" in n for n in doc["notes"]):
+        for row in rows:  # a goal verdict under load is not conclusive: say so on the row
+            if row.goal:
+                row.note = "; ".join(x for x in (row.note, "under load: rerun") if x)
+        doc["rows"] = [r.to_dict() for r in rows]
+    doc = report.strict_json(doc)
+    out = Path(args.out_dir)
+    stem = f"{doc['date']}-{socket.gethostname()}{'-quick' if settings.quick else ''}"
+    markdown = report.render_markdown(doc, rows, batch=BATCH)
+    atomic_write_json(out / f"{stem}.json", doc)
+    atomic_write_text(out / f"{stem}.md", markdown)
+    print("\n" + markdown, flush=True)
+    print(f"Written {out / (stem + '.json')} and {out / (stem + '.md')}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

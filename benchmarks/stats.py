@@ -1,0 +1,328 @@
+"""The arithmetic of the benchmarks: medians, spread, ratios, efficiency, the Markdown table.
+
+Everything here is plain Python (no TensorFlow, no numpy), so that it can be unit-tested on
+synthetic timings (tests/test_benchmarks.py).
+
+Conventions:
+
+* A *sample* is one repeat of one variant (e.g. images/s of one run).
+* Repeats are interleaved (A, B, C, A, B, C, ...): :func:`interleaved_schedule`.
+* A ratio between two variants is reported as the ratio of their medians; its spread is the
+  min–max of the per-round ratios (round i of A divided by round i of B), which cancels the
+  drift that hits both variants of one round alike.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Sequence
+
+__all__ = [
+    "BenchOptionError",
+    "Summary",
+    "Row",
+    "median",
+    "quantile",
+    "summarize",
+    "ratio_of_medians",
+    "paired_ratios",
+    "efficiency",
+    "overhead_pct",
+    "interleaved_schedule",
+    "goal_met",
+    "parse_only",
+    "check_repeats",
+    "fmt",
+    "render_table",
+]
+
+
+class BenchOptionError(ValueError):
+    """A benchmark option is invalid (raised before anything is measured)."""
+
+
+@dataclass
+class Summary:
+    """Median and spread of a list of samples.
+
+    Attributes:
+        n: Number of samples.
+        median: The median.
+        minimum: Smallest sample. maximum: Largest sample.
+        q1: First quartile. q3: Third quartile (linear interpolation, like numpy's default).
+        samples: The samples, in the order measured.
+    """
+
+    n: int
+    median: float
+    minimum: float
+    maximum: float
+    q1: float
+    q3: float
+    samples: list[float] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict (NaN becomes None)."""
+        return {k: _json_safe(v) for k, v in asdict(self).items()}
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def _finite(values: Iterable[float]) -> list[float]:
+    out = []
+    for v in values:
+        v = float(v)
+        if math.isfinite(v):
+            out.append(v)
+    return out
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """Quantile ``q`` in [0, 1] with linear interpolation between order statistics.
+
+    Args:
+        values: Samples (NaN/inf are ignored).
+        q: The quantile, 0 = minimum, 0.5 = median, 1 = maximum.
+
+    Returns:
+        The quantile; NaN when no finite sample is left.
+
+    Raises:
+        ValueError: ``q`` outside [0, 1].
+    """
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"quantile q must be in [0, 1], got {q}")
+    data = sorted(_finite(values))
+    if not data:
+        return math.nan
+    pos = q * (len(data) - 1)
+    lo = math.floor(pos)
+    hi = math.ceil(pos)
+    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
+
+
+def median(values: Sequence[float]) -> float:
+    """Median of the finite samples (NaN if none)."""
+    return quantile(values, 0.5)
+
+
+def summarize(values: Sequence[float]) -> Summary:
+    """Median, min, max and quartiles of the finite samples.
+
+    Args:
+        values: Samples.
+
+    Returns:
+        A :class:`Summary` (NaN figures and ``n = 0`` when no finite sample).
+    """
+    data = _finite(values)
+    return Summary(n=len(data), median=quantile(data, 0.5), minimum=quantile(data, 0.0),
+                   maximum=quantile(data, 1.0), q1=quantile(data, 0.25), q3=quantile(data, 0.75),
+                   samples=[float(v) for v in values])
+
+
+def ratio_of_medians(numerator: Sequence[float], denominator: Sequence[float]) -> float:
+    """``median(numerator) / median(denominator)`` (NaN if either is NaN or the divisor is 0)."""
+    top, bottom = median(numerator), median(denominator)
+    if not math.isfinite(top) or not math.isfinite(bottom) or bottom == 0:
+        return math.nan
+    return top / bottom
+
+
+def paired_ratios(numerator: Sequence[float], denominator: Sequence[float]) -> list[float]:
+    """Per-round ratios ``numerator[i] / denominator[i]`` of interleaved repeats.
+
+    Args:
+        numerator: Samples of variant A, one per round.
+        denominator: Samples of variant B, one per round (same rounds).
+
+    Returns:
+        One ratio per round (NaN where a sample is missing or the divisor is 0).
+
+    Raises:
+        ValueError: The two lists differ in length.
+    """
+    if len(numerator) != len(denominator):
+        raise ValueError(f"paired samples need equal lengths, got {len(numerator)} and "
+                         f"{len(denominator)}")
+    out = []
+    for a, b in zip(numerator, denominator):
+        a, b = float(a), float(b)
+        out.append(a / b if math.isfinite(a) and math.isfinite(b) and b != 0 else math.nan)
+    return out
+
+
+def efficiency(throughput_n: float, throughput_1: float, n: int) -> float:
+    """Scaling efficiency ``throughput_n / (n * throughput_1)``.
+
+    Args:
+        throughput_n: Throughput with ``n`` workers (all workers together).
+        throughput_1: Throughput of the baseline (one worker).
+        n: Number of workers (or, against a ceiling, 1).
+
+    Returns:
+        The efficiency (1.0 = perfect); NaN if the baseline is 0 or NaN.
+
+    Raises:
+        ValueError: ``n < 1``.
+    """
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    if not math.isfinite(throughput_1) or throughput_1 == 0 or not math.isfinite(throughput_n):
+        return math.nan
+    return throughput_n / (n * throughput_1)
+
+
+def overhead_pct(time_with: float, time_without: float) -> float:
+    """Relative cost of an addition, in percent: ``100 * (time_with / time_without - 1)``."""
+    if not math.isfinite(time_without) or time_without == 0 or not math.isfinite(time_with):
+        return math.nan
+    return 100.0 * (time_with / time_without - 1.0)
+
+
+def interleaved_schedule(variants: Sequence[str], repeats: int) -> list[tuple[int, str]]:
+    """The order of the runs: round 0 runs every variant once, then round 1, ....
+
+    Args:
+        variants: Variant names, in the order they run within a round.
+        repeats: Number of rounds.
+
+    Returns:
+        ``[(round, variant), ...]``, e.g. A, B, C, A, B, C for 2 rounds of 3 variants.
+
+    Raises:
+        BenchOptionError: ``repeats < 1``, no variants, or duplicate names.
+    """
+    check_repeats(repeats)
+    if not variants:
+        raise BenchOptionError("no variants to run")
+    if len(set(variants)) != len(variants):
+        raise BenchOptionError(f"duplicate variant names in {list(variants)}")
+    return [(r, v) for r in range(repeats) for v in variants]
+
+
+def goal_met(value: float, op: str, target: float) -> bool | None:
+    """Whether ``value op target`` holds (``op`` is ``">="`` or ``"<="``); None for NaN."""
+    if op not in (">=", "<="):
+        raise ValueError(f"op must be '>=' or '<=', got {op!r}")
+    if not math.isfinite(value):
+        return None
+    return value >= target if op == ">=" else value <= target
+
+
+def check_repeats(repeats: object) -> int:
+    """Return ``repeats`` if it is an int >= 1, else raise :class:`BenchOptionError`."""
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise BenchOptionError(f"--repeats must be an integer >= 1 (5 or more for the medians to "
+                               f"mean anything), got {repeats!r}")
+    return repeats
+
+
+def parse_only(text: str, known: Sequence[str]) -> list[str]:
+    """Parse ``--only`` (e.g. ``"1,4,5"``) into section ids, in the order of ``known``.
+
+    Args:
+        text: Comma-separated section ids; spaces are ignored.
+        known: All section ids, in run order.
+
+    Returns:
+        The chosen ids, deduplicated, in the order of ``known``.
+
+    Raises:
+        BenchOptionError: Empty selection or an unknown id (the message lists the valid ones).
+    """
+    parts = [p.strip() for p in str(text).split(",") if p.strip()]
+    if not parts:
+        raise BenchOptionError(f"--only needs at least one section, e.g. --only 1,4; valid: "
+                               f"{', '.join(known)}")
+    unknown = [p for p in parts if p not in known]
+    if unknown:
+        raise BenchOptionError(f"--only: unknown section(s) {', '.join(unknown)}; valid sections "
+                               f"are {', '.join(known)}")
+    return [k for k in known if k in parts]
+
+
+def fmt(value: float | None, digits: int = 0, *, unit: str = "") -> str:
+    """Format a number with thin grouping (``12 345``) and a unit; ``n/a`` for None/NaN."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "n/a"
+    if unit == "%":
+        return f"{value:.{digits}f} %"
+    text = f"{value:,.{digits}f}".replace(",", " ")
+    return f"{text} {unit}".rstrip() if unit else text
+
+
+@dataclass
+class Row:
+    """One line of the results table.
+
+    Attributes:
+        section: Section id (``"1"`` .. ``"8"``).
+        measurement: What was measured.
+        value: The headline figure (a median or a ratio of medians); NaN if not measured.
+        spread: ``(low, high)`` of that figure (min–max of samples or of per-round ratios).
+        unit: ``"img/s"``, ``"x"``, ``"%"``, ``"s"`` ....
+        n: Samples behind the figure.
+        goal: Goal text, e.g. ``">= 95 %"``; empty if none.
+        met: Whether the goal was met (None: no goal or not measured).
+        note: Anything the reader must know (skipped, measured under load, ...).
+        digits: Decimals shown.
+    """
+
+    section: str
+    measurement: str
+    value: float = math.nan
+    spread: tuple[float, float] | None = None
+    unit: str = ""
+    n: int = 0
+    goal: str = ""
+    met: bool | None = None
+    note: str = ""
+    digits: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict."""
+        out = asdict(self)
+        out["spread"] = None if self.spread is None else [_json_safe(float(s)) for s in self.spread]
+        out["value"] = _json_safe(float(self.value))
+        return out
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_table(rows: Sequence[Row]) -> str:
+    """Render rows as a Markdown table.
+
+    Columns: ``#`` | Measurement | Median | Spread (min–max) | n | Goal | Note. A ratio's value
+    in percent is shown as ``97.1 %``; the goal column says ``met`` / ``NOT met``.
+
+    Args:
+        rows: The rows, in order.
+
+    Returns:
+        The Markdown text (header, separator, one line per row), ending with a newline.
+    """
+    lines = ["| # | Measurement | Median | Spread (min–max) | n | Goal | Note |",
+             "|---|---|---:|---|---:|---|---|"]
+    for row in rows:
+        if row.n == 0 or not math.isfinite(row.value):
+            value, spread = "n/a", "—"
+        else:
+            value = fmt(row.value, row.digits, unit=row.unit)
+            spread = "—" if row.spread is None else (
+                f"{fmt(row.spread[0], row.digits)}–{fmt(row.spread[1], row.digits, unit=row.unit)}")
+        goal = row.goal
+        if row.goal and row.met is not None:
+            goal = f"{row.goal}: {'met' if row.met else 'NOT met'}"
+        lines.append(f"| {row.section} | {_cell(row.measurement)} | {value} | {spread} | {row.n} | "
+                     f"{_cell(goal)} | {_cell(row.note)} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,139 @@
+"""Benchmarks that compare variants inside ONE process, interleaved (A, B, A, B, ...).
+
+Sub-commands (each prints one JSON line ``{"event": "samples", "variants": {name: [...]}}``):
+
+* ``prepare --out F.npz``: load the real Fashion-MNIST once (``course_lib.data.load_arrays``,
+  verified) and save the training arrays for the other workloads (no event printed).
+* ``callback``: seconds of ``fit(steps)`` without and with ``course_lib.callbacks.Throughput``.
+* ``pipeline``: images/s of the ``course_lib.data`` pipeline alone (iterating the batches) and
+  of the model consuming it (``fit``).
+* ``batches``: training images/s at several batch sizes (same number of images each).
+
+All measurements use TensorFlow's default threading on the single CPU device (or GPU 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an int >= 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def int_list(text: str) -> list[int]:
+    """argparse type: comma-separated ints >= 1."""
+    values = [positive_int(p) for p in text.split(",") if p.strip()]
+    if not values:
+        raise argparse.ArgumentTypeError("needs at least one value")
+    return values
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse the sub-command and its flags."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    prep = sub.add_parser("prepare")
+    prep.add_argument("--out", required=True)
+    prep.add_argument("--train-subset", type=positive_int, default=None)
+    for name in ("callback", "pipeline", "batches"):
+        p = sub.add_parser(name)
+        p.add_argument("--data", required=True)
+        p.add_argument("--repeats", type=positive_int, default=5)
+        p.add_argument("--steps", type=positive_int, default=40)
+        p.add_argument("--batch", type=positive_int, default=128)
+        p.add_argument("--batch-sizes", type=int_list, default=[32, 64, 128, 256, 512])
+        p.add_argument("--images", type=positive_int, default=5120,
+                       help="batches: images per measurement at every batch size")
+    return parser.parse_args(argv)
+
+
+def emit(**fields: object) -> None:
+    """Print one JSON line."""
+    print(json.dumps({"event": "samples", **fields}), flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the sub-command; returns the exit status."""
+    args = parse_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import numpy as np
+
+    from course_lib import data, models
+
+    if args.command == "prepare":
+        arrays = data.load_arrays(train_subset=args.train_subset)
+        tmp = args.out + ".partial.npz"
+        np.savez(tmp, x_train=arrays.x_train, y_train=arrays.y_train)
+        os.replace(tmp, args.out)
+        return 0
+
+    import tensorflow as tf
+
+    from course_lib.callbacks import Throughput
+
+    arrays = np.load(args.data)
+    x, y = arrays["x_train"], arrays["y_train"]
+
+    def dataset(batch: int) -> tf.data.Dataset:
+        return data.make_dataset(x, y, batch_size=batch, training=True, seed=0,
+                                 cache=False).repeat()
+
+    model = models.compile_model(models.build_model(seed=0), tf.keras.optimizers.Adam(1e-3))
+
+    def fit_seconds(ds: tf.data.Dataset, steps: int, callbacks: list) -> float:
+        start = time.perf_counter()
+        model.fit(ds, epochs=1, steps_per_epoch=steps, callbacks=callbacks, verbose=0)
+        return time.perf_counter() - start
+
+    if args.command == "callback":
+        ds = dataset(args.batch)
+
+        def meter() -> list:
+            return [Throughput(args.batch, warmup_epochs=0, verbose=False)]
+
+        fit_seconds(ds, 5, [])  # trace both paths before measuring
+        fit_seconds(ds, 5, meter())
+        runs: dict[str, list[float]] = {"without": [], "with": []}
+        for _ in range(args.repeats):
+            runs["without"].append(fit_seconds(ds, args.steps, []))
+            runs["with"].append(fit_seconds(ds, args.steps, meter()))
+        emit(section="4", unit="s", batch=args.batch, steps=args.steps, variants=runs)
+    elif args.command == "pipeline":
+        ds = dataset(args.batch)
+        fit_seconds(ds, 5, [])
+        runs = {"pipeline": [], "model": []}
+        pipeline_steps = args.steps * 25
+        for _ in range(args.repeats):
+            iterator = iter(ds)
+            next(iterator)  # start the pipeline's threads outside the timed part
+            start = time.perf_counter()
+            for _ in range(pipeline_steps):
+                next(iterator)
+            runs["pipeline"].append(pipeline_steps * args.batch / (time.perf_counter() - start))
+            runs["model"].append(args.steps * args.batch / fit_seconds(ds, args.steps, []))
+        emit(section="5", unit="img/s", batch=args.batch, steps=args.steps,
+             pipeline_steps=pipeline_steps, variants=runs)
+    else:
+        sets = {b: dataset(b) for b in args.batch_sizes}
+        for b, ds in sets.items():
+            fit_seconds(ds, 3, [])  # trace every batch shape
+        runs = {str(b): [] for b in args.batch_sizes}
+        for _ in range(args.repeats):
+            for b, ds in sets.items():
+                steps = max(1, args.images // b)
+                runs[str(b)].append(steps * b / fit_seconds(ds, steps, []))
+        emit(section="6", unit="img/s", images=args.images, variants=runs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

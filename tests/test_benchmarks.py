@@ -1,0 +1,222 @@
+"""benchmarks/: the arithmetic (medians, spread, efficiency, ratios), the table, and the options.
+
+Synthetic timings only: nothing here trains or launches a benchmark (`make bench` does).
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from benchmarks import machine, report, run, stats  # noqa: E402
+from benchmarks.stats import BenchOptionError, Row  # noqa: E402
+
+
+# ----------------------------------------------------------------------------- statistics
+def test_median_and_quartiles_use_linear_interpolation():
+    assert stats.median([3.0, 1.0, 2.0]) == 2.0
+    assert stats.median([4.0, 1.0, 3.0, 2.0]) == 2.5
+    assert stats.quantile([1.0, 2.0, 3.0, 4.0, 5.0], 0.25) == 2.0
+    assert stats.quantile([10.0, 20.0], 0.25) == 12.5
+    s = stats.summarize([5.0, 1.0, 4.0, 2.0, 3.0])
+    assert (s.n, s.median, s.minimum, s.maximum, s.q1, s.q3) == (5, 3.0, 1.0, 5.0, 2.0, 4.0)
+    assert s.samples == [5.0, 1.0, 4.0, 2.0, 3.0]  # order measured is kept
+
+
+def test_summary_ignores_failed_runs_and_handles_none():
+    s = stats.summarize([1.0, math.nan, 3.0])
+    assert s.n == 2 and s.median == 2.0
+    empty = stats.summarize([math.nan])
+    assert empty.n == 0 and math.isnan(empty.median)
+    assert empty.to_dict()["median"] is None  # strict JSON
+    with pytest.raises(ValueError, match="quantile q"):
+        stats.quantile([1.0], 1.5)
+
+
+def test_efficiency_ratio_and_overhead_are_exact():
+    assert stats.efficiency(1800.0, 1000.0, 2) == pytest.approx(0.9)
+    assert stats.efficiency(2500.0, 2500.0, 1) == 1.0
+    assert math.isnan(stats.efficiency(1.0, 0.0, 2))
+    with pytest.raises(ValueError, match="n must be >= 1"):
+        stats.efficiency(1.0, 1.0, 0)
+    assert stats.ratio_of_medians([2.0, 4.0, 6.0], [1.0, 2.0, 3.0]) == 2.0
+    assert stats.overhead_pct(10.1, 10.0) == pytest.approx(1.0)
+    assert stats.overhead_pct(9.9, 10.0) == pytest.approx(-1.0)  # noise can be negative
+    assert stats.paired_ratios([2.0, 3.0, math.nan], [1.0, 2.0, 1.0])[:2] == [2.0, 1.5]
+    with pytest.raises(ValueError, match="equal lengths"):
+        stats.paired_ratios([1.0], [1.0, 2.0])
+
+
+def test_interleaved_schedule_is_a_b_c_a_b_c():
+    assert stats.interleaved_schedule(["A", "B", "C"], 2) == [
+        (0, "A"), (0, "B"), (0, "C"), (1, "A"), (1, "B"), (1, "C")]
+    with pytest.raises(BenchOptionError, match="duplicate"):
+        stats.interleaved_schedule(["A", "A"], 1)
+    with pytest.raises(BenchOptionError, match="--repeats"):
+        stats.interleaved_schedule(["A"], 0)
+
+
+def test_goal_met():
+    assert stats.goal_met(95.0, ">=", 95.0) is True
+    assert stats.goal_met(1.2, "<=", 1.0) is False
+    assert stats.goal_met(math.nan, ">=", 1.0) is None
+
+
+# ----------------------------------------------------------------------------- rows and table
+def test_ratio_row_uses_medians_and_per_round_spread():
+    row = report.ratio_row("1", "eff", [180.0, 190.0, 200.0], [100.0, 100.0, 100.0],
+                           divide_by=2, goal=">= 95 %", goal_value=95.0)
+    assert row.value == pytest.approx(95.0)
+    assert row.spread == pytest.approx((90.0, 100.0))
+    assert row.unit == "%" and row.n == 3 and row.met is True
+    below = report.ratio_row("1", "eff", [180.0, 188.0], [100.0, 100.0], divide_by=2,
+                             goal=">= 95 %", goal_value=95.0)
+    assert below.met is False  # a goal can fail
+
+
+def test_section1_rows_efficiency_and_ceiling():
+    samples = {"hvd1": [1000.0, 1000.0, 1000.0], "hvd2": [1800.0, 1700.0, 1900.0],
+               "ceiling": [2000.0, 2000.0, 2000.0], "hvd2_unpinned": [1500.0, 1500.0, 1500.0]}
+    rows = report.section1_rows(samples, workers=2, cores=2)
+    by_label = {r.measurement: r for r in rows}
+    eff = by_label["efficiency vs 1 worker × 2 (1 thread each, Horovod defaults)"]
+    assert eff.value == pytest.approx(90.0) and eff.spread == pytest.approx((85.0, 95.0))
+    ceil = by_label["vs ceiling (2 threads, 1 process) (1 thread each, Horovod defaults)"]
+    assert ceil.value == pytest.approx(90.0) and ceil.met is False
+    unpinned = by_label["vs ceiling (2 threads, 1 process) "
+                        "(TensorFlow default threads (no pinning))"]
+    assert unpinned.value == pytest.approx(75.0)
+    assert by_label["ceiling vs 1 thread (2 threads in 1 process)"].value == pytest.approx(2.0)
+
+
+def test_section4_overhead_and_goal():
+    rows = report.section4_rows({"without": [10.0, 10.0, 10.0], "with": [10.05, 10.1, 10.0]})
+    overhead = rows[-1]
+    assert overhead.value == pytest.approx(0.5) and overhead.met is True
+    assert overhead.spread == pytest.approx((0.0, 1.0))
+    assert report.section4_rows({}) == []
+
+
+def test_section5_6_7_8_rows():
+    five = report.section5_rows({"pipeline": [50000.0, 60000.0], "model": [2000.0, 2000.0]})
+    assert five[-1].value == pytest.approx(27.5) and five[-1].met is True
+    six = report.section6_rows({"64": [1500.0], "32": [1000.0]})
+    assert [r.measurement for r in six][:2] == ["batch 32: 1 process, default threads",
+                                                 "batch 64: 1 process, default threads"]
+    assert six[-1].value == pytest.approx(1.5)
+    seven = report.section7_rows(700.0, returncode=0, note="5 notebooks")
+    assert seven[0].met is False and seven[0].value == 700.0
+    skipped = report.section7_rows(None, returncode=None, note="skipped: no notebooks")
+    assert skipped[0].n == 0 and "skipped" in skipped[0].note
+    assert "no GPU" in report.section8_rows({}, gpu="skipped: no GPU")[0].note
+
+
+def test_render_table():
+    rows = [Row("1", "Horovod -np 2", 2345.6, (2200.0, 2500.0), "img/s", 5),
+            Row("1", "vs ceiling", 96.25, (90.0, 101.0), "%", 5, ">= 95 %", True, digits=1),
+            Row("4", "overhead | x", 1.5, (0.5, 2.5), "%", 5, "<= 1 %", False, digits=2),
+            Row("8", "GPU", note="skipped: no GPU")]
+    text = stats.render_table(rows)
+    lines = text.splitlines()
+    assert lines[0].startswith("| # | Measurement | Median | Spread (min–max) | n |")
+    assert lines[2] == "| 1 | Horovod -np 2 | 2 346 img/s | 2 200–2 500 img/s | 5 |  |  |"
+    assert "| 96.2 % | 90.0–101.0 % | 5 | >= 95 %: met |" in lines[3]
+    assert "overhead \\| x" in lines[4] and ">= " not in lines[4] and "NOT met" in lines[4]
+    assert lines[5] == "| 8 | GPU | n/a | — | 0 |  | skipped: no GPU |"
+    assert len(lines) == 2 + len(rows)
+
+
+# ----------------------------------------------------------------------------- options, machine
+def test_parse_only_and_repeats():
+    assert stats.parse_only("5, 1,4,1", run.SECTIONS) == ["1", "4", "5"]
+    with pytest.raises(BenchOptionError, match=r"unknown section\(s\) 9.*valid sections are 1, 1x"):
+        stats.parse_only("1,9", run.SECTIONS)
+    with pytest.raises(BenchOptionError, match="at least one section"):
+        stats.parse_only(" , ", run.SECTIONS)
+    with pytest.raises(BenchOptionError, match="--repeats must be an integer >= 1"):
+        run.make_settings(False, 0)
+    assert run.make_settings(True, 7).repeats == 7 and run.make_settings(False, None).repeats == 5
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--only", "1,9"], "unknown section(s) 9"),
+    (["--repeats", "0"], "--repeats must be an integer >= 1"),
+    (["--repeats", "two"], "invalid int value"),
+    (["--only", "7", "--skip-notebooks"], "nothing left to run"),
+])
+def test_bad_options_exit_with_a_clear_error_before_running(argv, message):
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "run.py"), *argv],
+                          capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert proc.stdout == ""  # nothing was measured or written
+
+
+def test_workload_rejects_bad_flags_before_tensorflow():
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "workloads" /
+                                              "train_throughput.py"),
+                           "--mode", "horovod", "--data", "x.npz", "--steps", "0"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "--steps: must be >= 1, got 0" in proc.stderr
+
+
+def test_cpu_model_from_cpuinfo_text():
+    text = ("processor\t: 0\nmodel name\t: AMD EPYC 7B13\n"
+            "processor\t: 1\nmodel name\t: AMD EPYC 7B13\n")
+    assert machine.cpu_model(text) == "AMD EPYC 7B13"
+    assert machine.cpu_model("model name : A\nmodel name : B\n") == "A + B"
+
+
+def test_variants_and_load_note():
+    settings = run.make_settings(True, None)
+    names = [v.name for v in run.launch_variants(["1", "3"], settings, cores=2, gpus=[])]
+    assert names == ["hvd1", "hvd2", "hvd2_course", "ceiling", "hvd2_unpinned", "mir2"]
+    by_name = {v.name: v for v in run.launch_variants(["1"], settings, cores=4, gpus=[])}
+    assert by_name["hvd2_course"].env == run.COURSE_HOROVOD_ENV
+    assert "--threads" not in by_name["hvd2_unpinned"].args
+    ceiling = by_name["ceiling"].args
+    assert ceiling[ceiling.index("--threads") + 1] == "4"
+    info = {"cores": 2, "load_average": [3.2, 2.0, 1.0]}
+    notes = report.notes(5, False, info, [0.5, 0.5, 0.5])
+    assert any("MEASURED UNDER LOAD" in n and "3.2" in n for n in notes)
+    assert report.notes(5, False, {"cores": 2, "load_average": [0.2, 0, 0]}, None) == []
+    few = report.notes(3, False, {"cores": 2, "load_average": None}, None)
+    assert any("indicative only" in n for n in few)
+
+
+def test_results_markdown_and_strict_json():
+    doc = report.strict_json({
+        "date": "2030-01-02", "machine": {"host": "h", "cores": 2, "cpu_model": "CPU X",
+                                          "gpus": [], "python": "3.11", "tensorflow": "2.15.1",
+                                          "horovod": "0.28.1", "load_average": [0.1, 0, 0]},
+        "load_average_end": [0.2, 0, 0], "sections": ["1", "4"], "wall_time_s": 12.0,
+        "settings": {"repeats": 5, "steps": 60, "warmup_steps": 8},
+        "course_horovod_env": {"HOROVOD_CYCLE_TIME": "5"}, "notes": ["a note"],
+        "value": math.nan, "nested": [math.inf, 1.0]})
+    assert doc["value"] is None and doc["nested"] == [None, 1.0]
+    text = report.render_markdown(doc, [Row("4", "overhead", 0.5, (0.1, 0.9), "%", 5, "<= 1 %",
+                                            True, digits=2)], batch=128)
+    assert text.startswith("# Benchmarks 2030-01-02 on h\n")
+    assert "2 cores, CPU X; GPUs: none" in text and "- a note" in text
+    assert "| 4 | overhead | 0.50 % | 0.10–0.90 % | 5 | <= 1 %: met |  |" in text
+
+
+def test_tuning_and_idle_rows():
+    labels = {"x_defaults": "defaults", "x_cycle5": "cycle 5", "i_defaults": "idle defaults"}
+    rows = report.tuning_rows({"x_defaults": [1000.0, 1000.0], "x_cycle5": [1100.0, 900.0]},
+                              labels, "x_defaults")
+    assert [r.measurement for r in rows] == ["defaults", "cycle 5", "cycle 5 / defaults"]
+    assert rows[-1].value == pytest.approx(1.0) and rows[-1].spread == pytest.approx((0.9, 1.1))
+    idle = report.idle_rows({"i_defaults": [4.0, 6.0, 5.0]}, labels)
+    assert idle[0].value == 5.0 and idle[0].unit == "% of a core"
+    assert "5.0 % of a core" in stats.render_table(idle)
+    assert [v.name for v in run.idle_variants()] == ["i_defaults", "i_cycle5", "i_cycle20",
+                                                     "i_mpi"]
