@@ -1,10 +1,13 @@
 """Companion library of the course "Hands-on distributed deep learning with TensorFlow".
 
 The notebooks in ``notebooks/`` and the scripts in ``source_code/`` import the helpers from
-the submodules (``course_lib.data``, ``course_lib.devices``, ``course_lib.models``,
-``course_lib.callbacks``, ``course_lib.scaling``, ``course_lib.launch``, ``course_lib.widgets``,
-``course_lib.optimizers``). Importing the package itself does no work: it does not import
-TensorFlow, so ``course_lib.devices.simulate_devices`` can still run before TensorFlow starts.
+the submodules, one concern each: ``data`` (real Fashion-MNIST) and ``pipeline`` (shards and
+batches), ``devices``, ``models``, ``callbacks`` (Throughput), ``scaling``, ``launch`` (with
+``preflight``, ``processes`` and ``runlog``), ``widgets``, ``optimizers`` (LARS, LAMB),
+``training`` (shared pieces of the scripts), ``concepts`` and ``experiments`` (notebook 01),
+``ablation`` (notebook 04), ``exercises``, ``doctor``, ``lab`` and ``files``. Importing the
+package itself does no work: it does not import TensorFlow, so
+``course_lib.devices.simulate_devices`` can still run before TensorFlow starts.
 
 Introduced in notebooks/00_setup.ipynb.
 """
