@@ -40,7 +40,7 @@ IDLE = WORKLOADS / "hvd_idle_cpu.py"
 IN_PROCESS = WORKLOADS / "in_process.py"
 WORKERS = 2
 BATCH = 128
-#: Environment the course's Horovod runs should get on CPU (the "course defaults" variant).
+#: A candidate environment for the course's Horovod runs on CPU, measured against Horovod's defaults.
 #: Chosen from section 1x; see benchmarks/README.md ("What was changed").
 COURSE_HOROVOD_ENV: dict[str, str] = {"HOROVOD_CYCLE_TIME": "5"}
 
