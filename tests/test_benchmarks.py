@@ -188,6 +188,9 @@ def test_variants_and_load_note():
     notes = report.notes(5, False, info, [0.5, 0.5, 0.5])
     assert any("MEASURED UNDER LOAD" in n and "3.2" in n for n in notes)
     assert report.notes(5, False, {"cores": 2, "load_average": [0.2, 0, 0]}, None) == []
+    busy_end = report.notes(5, False, {"cores": 2, "load_average": [0.2, 0, 0]}, [2.0, 1.0, 0.5])
+    assert not any("UNDER LOAD" in n for n in busy_end)  # its own workers load the machine
+    assert any("own processes" in n for n in busy_end)
     few = report.notes(3, False, {"cores": 2, "load_average": None}, None)
     assert any("indicative only" in n for n in few)
 
