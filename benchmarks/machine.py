@@ -9,8 +9,9 @@ from __future__ import annotations
 import os
 import platform
 import socket
-from importlib import metadata
 from pathlib import Path
+
+from course_lib.doctor import package_version  # one place reads package versions
 
 __all__ = ["cpu_model", "package_version", "load_average", "describe_machine"]
 
@@ -38,15 +39,6 @@ def cpu_model(cpuinfo_text: str | None = None) -> str:
                 models.append(value.strip())
     return " + ".join(models) or platform.processor() or "unknown"
 
-
-def package_version(*names: str) -> str | None:
-    """Installed version of the first of ``names`` that is installed (None if none is)."""
-    for name in names:
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return None
 
 
 def load_average() -> list[float] | None:

@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Check", "DoctorReport", "run_checks", "horovod_build_info"]
+__all__ = ["Check", "DoctorReport", "run_checks", "horovod_build_info", "package_version"]
 
 PYTHON_REQUIRED = (3, 11)
 SETUP_HINT = "run `make setup` in the course folder (it installs the pinned stack into .venv)"
@@ -66,7 +66,8 @@ class DoctorReport:
         return "\n".join(lines)
 
 
-def _version(*dists: str) -> str | None:
+def package_version(*dists: str) -> str | None:
+    """Installed version of the first of ``dists`` that is installed, or None (nothing is imported)."""
     for dist in dists:
         try:
             return metadata.version(dist)
@@ -89,7 +90,7 @@ def _pin(name: str) -> str | None:
 
 
 def _check_version(name: str, dists: tuple[str, ...], pin_name: str) -> Check:
-    found = _version(*dists)
+    found = package_version(*dists)
     wanted = _pin(pin_name)
     if found is None:
         return Check(name, "fail", "not installed", SETUP_HINT)
