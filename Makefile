@@ -21,7 +21,7 @@ doctor: setup
 	@$(PY) -m course_lib doctor
 
 lab: setup
-	$(PY) -m course_lib.lab --port $(PORT)
+	$(PY) -m course_lib.environment.lab --port $(PORT)
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)

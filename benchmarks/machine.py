@@ -11,7 +11,7 @@ import platform
 import socket
 from pathlib import Path
 
-from course_lib.doctor import package_version  # one place reads package versions
+from course_lib.environment.doctor import package_version  # one place reads package versions
 
 __all__ = ["cpu_model", "package_version", "load_average", "describe_machine"]
 
@@ -56,7 +56,7 @@ def describe_machine() -> dict:
         ``{"host", "cores", "cpu_model", "gpus", "python", "tensorflow", "horovod",
         "platform", "load_average"}``.
     """
-    from course_lib.devices import cpu_cores, gpu_names
+    from course_lib.training.devices import cpu_cores, gpu_names
 
     return {
         "host": socket.gethostname(),

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import Mapping, Sequence
 
+from course_lib.training.events import json_safe
+
 from benchmarks.stats import (Row, efficiency, median, overhead_pct, paired_ratios, render_table,
                               summarize)
 
@@ -143,7 +145,7 @@ def section5_rows(samples: Samples, *, goal_x: float = 10.0) -> list[Row]:
     if "pipeline" not in samples or "model" not in samples:
         return []
     return [
-        rate_row("5", "course_lib.data pipeline alone", samples["pipeline"]),
+        rate_row("5", "course_lib.training.data pipeline alone", samples["pipeline"]),
         rate_row("5", "model training (fit) on that pipeline", samples["model"]),
         ratio_row("5", "pipeline / model consumption", samples["pipeline"], samples["model"],
                   percent=False, goal=f">= {goal_x:g}x", goal_value=goal_x),
@@ -248,11 +250,5 @@ def render_markdown(doc: dict, rows: list[Row], *, batch: int) -> str:
 
 
 def strict_json(value: object) -> object:
-    """NaN/inf become None so the file is strict JSON."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: strict_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [strict_json(v) for v in value]
-    return value
+    """NaN/inf become None so the file is strict JSON (course_lib's one owner of that rule)."""
+    return json_safe(value)

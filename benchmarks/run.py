@@ -173,7 +173,7 @@ def run_variant(variant: Variant, data_path: Path, timeout_s: float) -> float:
     The figure is images/s (rank 0's ``result`` line) for the training workload, and the mean
     over ranks of the idle CPU share, in % of one core, for the idle workload.
     """
-    from course_lib import launch
+    from course_lib.runner import launch
 
     idle = variant.script == IDLE
     args = variant.args + ([] if idle else ["--data", str(data_path)])
@@ -218,7 +218,7 @@ def run_interleaved(variants: list[Variant], settings: Settings,
 
 def run_in_process(command: str, settings: Settings, data_path: Path) -> dict[str, list[float]]:
     """Run one sub-command of workloads/in_process.py; its samples (empty if it failed)."""
-    from course_lib import launch
+    from course_lib.runner import launch
 
     args = [command, "--data", str(data_path), "--repeats", str(settings.repeats),
             "--steps", str(settings.inproc_steps), "--batch", str(BATCH),
@@ -280,8 +280,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     settings: Settings = args.settings
     sections: list[str] = args.sections
-    from course_lib import launch
-    from course_lib.files import atomic_write_json, atomic_write_text
+    from course_lib.runner import launch
+    from course_lib.training.files import atomic_write_json, atomic_write_text
 
     python = sys.executable
     if {"1", "1x", "3"} & set(sections):
@@ -299,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="course-bench-") as tmp:
         data_path = Path(tmp) / "fmnist_train.npz"
         if set(sections) - {"7", "8"} or ("8" in sections and gpus):
-            print("Loading the real Fashion-MNIST once (course_lib.data.load_arrays)", flush=True)
+            print("Loading the real Fashion-MNIST once (course_lib.training.data.load_arrays)", flush=True)
             launch.run_python(IN_PROCESS, ["prepare", "--out", str(data_path)], output=_printer,
                               cwd=REPO, timeout=settings.timeout_s)
         variants = launch_variants(sections, settings, cores, gpus)

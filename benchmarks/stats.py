@@ -18,6 +18,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Sequence
 
+from course_lib.training.events import json_safe
+
 __all__ = [
     "BenchOptionError",
     "Summary",
@@ -64,15 +66,7 @@ class Summary:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict (NaN becomes None)."""
-        return {k: _json_safe(v) for k, v in asdict(self).items()}
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, list):
-        return [_json_safe(v) for v in value]
-    return value
+        return json_safe(asdict(self))
 
 
 def _finite(values: Iterable[float]) -> list[float]:
@@ -290,8 +284,8 @@ class Row:
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict."""
         out = asdict(self)
-        out["spread"] = None if self.spread is None else [_json_safe(float(s)) for s in self.spread]
-        out["value"] = _json_safe(float(self.value))
+        out["spread"] = None if self.spread is None else [json_safe(float(s)) for s in self.spread]
+        out["value"] = json_safe(float(self.value))
         return out
 
 

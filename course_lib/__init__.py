@@ -1,13 +1,27 @@
 """Companion library of the course "Hands-on distributed deep learning with TensorFlow".
 
-The notebooks in ``notebooks/`` and the scripts in ``source_code/`` import the helpers from
-the submodules, one concern each: ``data`` (real Fashion-MNIST) and ``pipeline`` (shards and
-batches), ``devices``, ``models``, ``callbacks`` (Throughput), ``scaling``, ``launch`` (with
-``preflight``, ``processes`` and ``runlog``), ``widgets``, ``optimizers`` (LARS, LAMB),
-``training`` (shared pieces of the scripts), ``concepts`` and ``experiments`` (notebook 01),
-``ablation`` (notebook 04), ``exercises``, ``doctor``, ``lab`` and ``files``. Importing the
-package itself does no work: it does not import TensorFlow, so
-``course_lib.devices.simulate_devices`` can still run before TensorFlow starts.
+Four layers, one folder each; a layer imports only from the layers above it in this list
+(``tests/test_layers.py`` enforces it):
+
+``training/``
+    What a training script needs, and all that ``source_code/`` may import: ``data`` and
+    ``fmnist_files`` (real Fashion-MNIST, verified), ``pipeline`` (shards and batches),
+    ``devices``, ``models``, ``optimizers`` (LARS, LAMB), ``callbacks`` (Throughput, JSON
+    events), ``flags``, ``epochs`` (epoch arithmetic), ``events`` (JSON lines), ``seeding``,
+    ``checkpoints``, ``schedules`` and ``files`` (atomic writes).
+``runner/``
+    Starting training processes from a notebook: ``preflight`` (input checks), ``processes``
+    (process groups and clean-up), ``runlog`` (rank prefixes and JSON lines into a RunResult) and
+    ``launch`` (``run_horovod``, ``run_python``).
+``lessons/``
+    Helpers of the notebooks: ``concepts`` and ``experiments`` (01), ``scaling`` (tables and
+    plots), ``ablation`` (04), ``exercises`` (self-checks), ``widgets`` (the control panel).
+``environment/``
+    The learner's machine: ``doctor`` (``python -m course_lib doctor``) and ``lab``
+    (``make lab``).
+
+Importing the package itself does no work: it does not import TensorFlow, so
+``course_lib.training.devices.simulate_devices`` can still run before TensorFlow starts.
 
 Introduced in notebooks/00_setup.ipynb.
 """

@@ -19,7 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     prepare.add_argument("--source", choices=("tfds", "keras"), default="tfds")
     args = parser.parse_args(argv)
     if args.command == "prepare-data":
-        from course_lib.data import DataError, load_arrays
+        from course_lib.training.data import DataError, load_arrays
 
         try:
             arrays = load_arrays(args.source)
@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{len(arrays.x_test)} test images")
         return 0
     if args.command == "doctor":
-        from course_lib.doctor import run_checks
+        from course_lib.environment.doctor import run_checks
 
         report = run_checks()
         print(report.text())

@@ -20,8 +20,9 @@ import os
 import sys
 import time
 
-from course_lib import training
-from course_lib.training import emit, non_negative_int, positive_float, positive_int
+from course_lib.training import epochs, flags
+from course_lib.training.events import emit
+from course_lib.training.flags import non_negative_int, positive_float, positive_int
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -30,7 +31,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description="Train the course CNN on Fashion-MNIST with tf.distribute.MirroredStrategy "
         "(one process, several devices). One epoch = one pass over the training set.",
         epilog="example: python source_code/mirrored_fmnist.py --devices 2 --epochs 1 --train-subset 6000",
-        formatter_class=training.HelpFormatter)
+        formatter_class=flags.HelpFormatter)
     parser.add_argument("--devices", type=positive_int, default=None,
                         help="simulate N devices (split GPU 0, or the CPU, into N logical devices); "
                         "default: all GPUs, or the one CPU")
@@ -43,8 +44,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="multiply the learning rate by the number of replicas")
     parser.add_argument("--plateau", action="store_true",
                         help="halve the learning rate when the loss stops improving")
-    parser.add_argument("--optimizer", choices=training.OPTIMIZERS, default="adam",
-                        help="adam, sgd (momentum 0.9), lars or lamb (course_lib.optimizers)")
+    parser.add_argument("--optimizer", choices=flags.OPTIMIZERS, default="adam",
+                        help="adam, sgd (momentum 0.9), lars or lamb (course_lib.training.optimizers)")
     parser.add_argument("--train-subset", type=positive_int, default=None,
                         help="train on the first N training images only (default: all 60000)")
     parser.add_argument("--test-subset", type=positive_int, default=None,
@@ -67,40 +68,34 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-    from course_lib import data, devices, models, optimizers
-    from course_lib.callbacks import Throughput
+    from course_lib.training import data, devices, models, optimizers, pipeline, report, seeding
+    from course_lib.training.callbacks import Throughput
 
     # Strategy: create the logical devices BEFORE anything else touches TensorFlow.
     names = devices.simulate_devices(args.devices) if args.devices else None
 
     import tensorflow as tf
 
-    if args.deterministic:
-        tf.config.experimental.enable_op_determinism()
-    tf.keras.utils.set_random_seed(args.seed)
+    seeding.configure(args.seed, deterministic=args.deterministic, resumable_dropout=False)
     strategy = tf.distribute.MirroredStrategy(names)  # Strategy: one replica per device
     replicas = strategy.num_replicas_in_sync  # Strategy: the "workers" of this run
+    print(f"MirroredStrategy over {replicas} replica(s): {list(strategy.extended.worker_devices)}",
+          flush=True)
 
     fmnist = data.load_arrays(train_subset=args.train_subset, test_subset=args.test_subset)
     n_train = len(fmnist.y_train)
     # Strategy: the dataset yields GLOBAL batches (per-replica x replicas), split per replica.
-    train, global_batch, steps = data.distribute_for_strategy(
+    train, global_batch, steps = pipeline.distribute_for_strategy(
         strategy, fmnist.x_train, fmnist.y_train, batch_size_per_replica=args.batch_size,
         training=True, seed=args.seed, epochs=args.epochs)
-    arith = training.epoch_arithmetic(n_train, global_batch, 1)
+    # One process feeds all replicas: the epoch arithmetic of one reader whose batch is global.
+    arith = epochs.epoch_arithmetic(n_train, global_batch, 1)
     lr = args.lr * replicas if args.scale_lr else args.lr  # Strategy: optional LR scaling
-    print(f"MirroredStrategy over {replicas} replica(s): {list(strategy.extended.worker_devices)}",
-          flush=True)
-    print(f"One epoch = one pass over the {n_train} training images: steps_per_epoch = "
-          f"ceil({n_train}/{global_batch}) = {steps} steps of global batch {args.batch_size} x "
-          f"{replicas} replicas = {global_batch} images; samples_per_epoch = "
-          f"{arith['samples_per_epoch']}.", flush=True)
-    emit("config", args.json, script="mirrored_fmnist.py", strategy="mirrored", workers=replicas,
-         per_worker_batch=args.batch_size, global_batch=global_batch, step_batch=global_batch,
-         train_size=n_train, steps_per_epoch=steps, samples_per_epoch=arith["samples_per_epoch"],
-         updates_per_epoch=steps, epochs=args.epochs, first_epoch=1, lr=lr, base_lr=args.lr,
-         scale_lr=args.scale_lr, optimizer=args.optimizer, backward_passes_per_step=1,
-         seed=args.seed, deterministic=args.deterministic)
+    report.report_config(
+        script="mirrored_fmnist.py", strategy="mirrored", arith=arith, train_size=n_train,
+        per_worker_batch=args.batch_size, workers=replicas, epochs=args.epochs, first_epoch=1,
+        lr=lr, json_lines=args.json, unit="replica", base_lr=args.lr, scale_lr=args.scale_lr,
+        optimizer=args.optimizer, seed=args.seed, deterministic=args.deterministic)
 
     with strategy.scope():  # Strategy: variables created here are mirrored on every replica
         model = models.build_model(seed=args.seed, mixed_precision=args.mixed_precision)
@@ -117,21 +112,14 @@ def main(argv: list[str] | None = None) -> int:
     model.fit(train, epochs=args.epochs, steps_per_epoch=steps, callbacks=callbacks,
               verbose=0 if args.json else 2)
 
-    test = data.make_dataset(fmnist.x_test, fmnist.y_test, batch_size=global_batch,
-                             training=False)
-    test_loss, test_acc = model.evaluate(test, verbose=0)
-    summary = meter.summary().to_dict()
-    wall = time.perf_counter() - started
+    test = pipeline.make_dataset(fmnist.x_test, fmnist.y_test, batch_size=global_batch,
+                                 training=False)
+    report.report_result(model=model, test_data=test, meter=meter, strategy="mirrored",
+                         workers=replicas, per_worker_batch=args.batch_size,
+                         global_batch=global_batch, epochs=args.epochs, epochs_run=args.epochs,
+                         steps_per_epoch=steps, started=started, json_lines=args.json)
     digest = models.weights_digest(model)
-    print(f"Test accuracy {test_acc:.4f}, loss {test_loss:.4f}; {meter.summary().images_per_sec_mean:.1f} "
-          f"images/s over {summary['epochs_counted']} epoch(s); wall time {wall:.1f} s; weights "
-          f"digest {digest}", flush=True)
-    emit("result", args.json, strategy="mirrored", workers=replicas,
-         per_worker_batch=args.batch_size, global_batch=global_batch,
-         images_per_sec=summary["images_per_sec_mean"], images_per_sec_ci95=summary["ci95"],
-         per_worker_images_per_sec=summary["per_worker_images_per_sec"], epochs=args.epochs,
-         epochs_run=args.epochs, total_steps=steps * args.epochs, test_loss=float(test_loss),
-         test_accuracy=float(test_acc), wall_time_s=wall)
+    print(f"weights digest {digest}", flush=True)
     emit("digest", args.json, rank=0, digest=digest)
     return 0
 

@@ -14,7 +14,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 def _load(source: str, home) -> object:
-    from course_lib import data
+    from course_lib.training import data
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HOME", str(home))
@@ -38,7 +38,7 @@ def fmnist_tfds(tmp_path_factory):
 @pytest.fixture(scope="session")
 def small_fmnist(fmnist):
     """The first 2 000 training and 500 test examples of the real data."""
-    from course_lib.data import FashionMNIST
+    from course_lib.training.data import FashionMNIST
 
     return FashionMNIST(fmnist.x_train[:2000], fmnist.y_train[:2000],
                         fmnist.x_test[:500], fmnist.y_test[:500])

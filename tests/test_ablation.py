@@ -1,4 +1,4 @@
-"""Tests of course_lib.ablation (synthetic epoch records, exact arithmetic) and of the flags the
+"""Tests of course_lib.lessons.ablation (synthetic epoch records, exact arithmetic) and of the flags the
 ablation adds to source_code/horovod_fmnist.py (one short real single-process run)."""
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from course_lib import ablation
-from course_lib.ablation import Config
+from course_lib.lessons import ablation
+from course_lib.lessons.ablation import Config
+from course_lib.training import schedules
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -74,16 +75,16 @@ def test_emulation_says_how_the_batch_was_made() -> None:
 
 def test_warmup_multiplier_matches_horovods_ramp() -> None:
     growth, warmup, spe = 8, 2, 4
-    mult = ablation.warmup_multiplier(growth, warmup, spe)
+    mult = schedules.warmup_multiplier(growth, warmup, spe)
     # First step: (1/4 * 7/2 + 1) / 8, exactly as hvd.LearningRateWarmupCallback with size 8.
     assert mult(0.0) == pytest.approx((0.25 * 7 / 2 + 1) / 8)
     # Last step of the ramp (epoch 1, batch 3 -> 1.75) reaches exactly 1.
     assert mult(1.75) == pytest.approx(1.0)
     values = [mult(e + b / spe) for e in range(warmup) for b in range(spe)]
     assert values == sorted(values) and values[0] > 1 / growth
-    assert ablation.warmup_multiplier(1, 3, 10)(0.5) == 1.0  # no growth: no ramp
+    assert schedules.warmup_multiplier(1, 3, 10)(0.5) == 1.0  # no growth: no ramp
     with pytest.raises(ValueError, match="growth must be >= 1"):
-        ablation.warmup_multiplier(0, 1, 1)
+        schedules.warmup_multiplier(0, 1, 1)
 
 
 def test_time_to_accuracy_counts_what_ran() -> None:
@@ -155,7 +156,7 @@ def test_plot_curves_has_two_panels() -> None:
 
 
 def test_import_does_not_start_tensorflow() -> None:
-    code = "import sys, course_lib.ablation; print('tensorflow' in sys.modules)"
+    code = "import sys, course_lib.lessons.ablation; print('tensorflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
 

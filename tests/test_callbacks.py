@@ -1,4 +1,4 @@
-"""Tests of course_lib.callbacks: exact throughput arithmetic with a fake clock."""
+"""Tests of course_lib.training.callbacks: exact throughput arithmetic with a fake clock."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from course_lib import callbacks
-from course_lib.callbacks import ThroughputMeter
+from course_lib.training import stats
+from course_lib.training.throughput import ThroughputMeter
 
 
 class FakeClock:
@@ -129,24 +129,25 @@ def test_invalid_arguments_raise():
 
 
 def test_t_table():
-    assert callbacks.t_critical_95(1) == 12.706
-    assert callbacks.t_critical_95(30) == 2.042
-    assert callbacks.t_critical_95(1000) == 1.960
+    assert stats.t_critical_95(1) == 12.706
+    assert stats.t_critical_95(30) == 2.042
+    assert stats.t_critical_95(1000) == 1.960
     with pytest.raises(ValueError):
-        callbacks.t_critical_95(0)
+        stats.t_critical_95(0)
 
 
 def test_keras_fit_with_throughput(small_fmnist):
-    tf = pytest.importorskip("tensorflow")
-    from course_lib import data, models
+    import tensorflow as tf
+
+    from course_lib.training import callbacks, models, pipeline
 
     throughput = callbacks.Throughput(64, samples_per_epoch=500, verbose=False)
     assert isinstance(throughput, tf.keras.callbacks.Callback)
     model = models.compile_model(models.build_model(seed=0), tf.keras.optimizers.SGD(0.05))
-    ds = data.make_epochs_dataset(small_fmnist.x_train[:500], small_fmnist.y_train[:500],
+    ds = pipeline.make_epochs_dataset(small_fmnist.x_train[:500], small_fmnist.y_train[:500],
                                   batch_size=64, seed=0, num_workers=1, worker_index=0,
                                   first_epoch=0, last_epoch=2)
-    history = model.fit(ds, epochs=2, steps_per_epoch=data.steps_per_epoch(500, 64), verbose=0,
+    history = model.fit(ds, epochs=2, steps_per_epoch=pipeline.steps_per_epoch(500, 64), verbose=0,
                         callbacks=[throughput])
     assert len(history.history["images_per_sec"]) == 2
     assert all(v > 0 for v in history.history["step_time_ms"])

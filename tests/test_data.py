@@ -1,4 +1,4 @@
-"""Tests of course_lib.data: raw files, both loaders, sharding and pipelines."""
+"""Tests of course_lib.training.data: raw files, both loaders, sharding and pipelines."""
 
 from __future__ import annotations
 
@@ -13,21 +13,21 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from course_lib import data
+from course_lib.training import data, fmnist_files, pipeline
 
 
 # ----------------------------------------------------------------- raw files
 def test_verify_raw_files_matches_idx_sha256():
-    folder = data.find_raw_files()
-    assert data.verify_raw_files(folder) == data.IDX_SHA256
+    folder = fmnist_files.find_raw_files()
+    assert fmnist_files.verify_raw_files(folder) == fmnist_files.IDX_SHA256
 
 
 def test_course_data_dir_is_searched_first(tmp_path, monkeypatch):
-    for stem in data.IDX_SHA256:
-        shutil.copy(data.find_raw_files() / f"{stem}.gz", tmp_path / f"{stem}.gz")
+    for stem in fmnist_files.IDX_SHA256:
+        shutil.copy(fmnist_files.find_raw_files() / f"{stem}.gz", tmp_path / f"{stem}.gz")
     monkeypatch.setenv("COURSE_DATA_DIR", str(tmp_path))
-    assert data.search_paths()[0] == tmp_path
-    assert data.find_raw_files() == tmp_path
+    assert fmnist_files.search_paths()[0] == tmp_path
+    assert fmnist_files.find_raw_files() == tmp_path
 
 
 def test_missing_data_names_every_path(tmp_path, monkeypatch):
@@ -35,23 +35,23 @@ def test_missing_data_names_every_path(tmp_path, monkeypatch):
     empty.mkdir()
     monkeypatch.setenv("COURSE_DATA_DIR", str(empty))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setattr(data, "SYSTEM_DATA_DIRS", [str(tmp_path / "no-system-dir"),
+    monkeypatch.setattr(fmnist_files, "SYSTEM_DATA_DIRS", [str(tmp_path / "no-system-dir"),
                                                     "~/.keras/datasets/fashion-mnist"])
     with pytest.raises(data.DataNotFoundError) as info:
-        data.find_raw_files()
+        fmnist_files.find_raw_files()
     message = str(info.value)
-    for path in data.search_paths():
+    for path in fmnist_files.search_paths():
         assert str(path) in message
     assert "apt-get install dataset-fashion-mnist" in message
     assert "COURSE_DATA_DIR" in message
     assert isinstance(info.value, FileNotFoundError)
     with pytest.raises(data.DataNotFoundError):
-        data.verify_raw_files()
+        fmnist_files.verify_raw_files()
 
 
 def test_corrupt_files_are_named(tmp_path):
-    source = data.find_raw_files()
-    for stem in data.IDX_SHA256:
+    source = fmnist_files.find_raw_files()
+    for stem in fmnist_files.IDX_SHA256:
         shutil.copy(source / f"{stem}.gz", tmp_path / f"{stem}.gz")
     # 1) valid gzip, one flipped content byte -> wrong sha256
     labels = tmp_path / "t10k-labels-idx1-ubyte.gz"
@@ -65,7 +65,7 @@ def test_corrupt_files_are_named(tmp_path):
         blob[i] ^= 0xFF
     train_labels.write_bytes(bytes(blob))
     with pytest.raises(data.DataCorruptError) as info:
-        data.verify_raw_files(tmp_path)
+        fmnist_files.verify_raw_files(tmp_path)
     message = str(info.value)
     assert "t10k-labels-idx1-ubyte.gz" in message
     assert "train-labels-idx1-ubyte.gz" in message
@@ -73,26 +73,26 @@ def test_corrupt_files_are_named(tmp_path):
 
 
 def test_restored_gzip_header_gives_upstream_bytes():
-    upstream = data._tfds_upstream_sha256()
-    folder = data.find_raw_files()
-    for stem in data.IDX_SHA256:
-        restored = data._upstream_gz(stem, (folder / f"{stem}.gz").read_bytes())
+    upstream = fmnist_files._tfds_upstream_sha256()
+    folder = fmnist_files.find_raw_files()
+    for stem in fmnist_files.IDX_SHA256:
+        restored = fmnist_files._upstream_gz(stem, (folder / f"{stem}.gz").read_bytes())
         assert hashlib.sha256(restored).hexdigest() == upstream[f"{stem}.gz"]
-        assert data._upstream_gz(stem, restored) == restored  # already upstream: unchanged
+        assert fmnist_files._upstream_gz(stem, restored) == restored  # already upstream: unchanged
 
 
 def test_tfds_staging_refuses_corrupt_raw_file(tmp_path):
-    source = data.find_raw_files()
+    source = fmnist_files.find_raw_files()
     raw_dir = tmp_path / "raw"
     raw_dir.mkdir()
-    for stem in data.IDX_SHA256:
+    for stem in fmnist_files.IDX_SHA256:
         shutil.copy(source / f"{stem}.gz", raw_dir / f"{stem}.gz")
     bad = raw_dir / "train-labels-idx1-ubyte.gz"
     blob = bytearray(bad.read_bytes())
     blob[-20] ^= 0x01
     bad.write_bytes(bytes(blob))
     with pytest.raises(data.DataCorruptError, match="train-labels-idx1-ubyte"):
-        data._stage_tfds_manual(raw_dir, tmp_path / "manual")
+        fmnist_files.stage_tfds_manual(raw_dir, tmp_path / "manual")
     assert not (tmp_path / "manual" / "train-labels-idx1-ubyte.gz").exists()
 
 
@@ -109,7 +109,7 @@ def _check_counts(arrays):
 
 def test_keras_loader_counts_and_idx_order(fmnist):
     _check_counts(fmnist)
-    raw_labels = gzip.decompress((data.find_raw_files() / "train-labels-idx1-ubyte.gz").read_bytes())
+    raw_labels = gzip.decompress((fmnist_files.find_raw_files() / "train-labels-idx1-ubyte.gz").read_bytes())
     assert np.array_equal(fmnist.y_train, np.frombuffer(raw_labels, np.uint8, offset=8))
     assert Counter(fmnist.y_train.tolist()) == {c: 6000 for c in range(10)}
 
@@ -151,31 +151,31 @@ def test_shards_cover_every_example_once(workers):
     seen: Counter = Counter()
     steps = set()
     for rank in range(workers):
-        batches = _labels_of(data.make_dataset(images, ids, batch_size=batch, training=True, seed=7,
+        batches = _labels_of(pipeline.make_dataset(images, ids, batch_size=batch, training=True, seed=7,
                                                num_workers=workers, worker_index=rank, epoch=2))
         steps.add(len(batches))
         seen.update(i for b in batches for i in b)
-    assert steps == {data.steps_per_epoch(n, batch, workers)}
+    assert steps == {pipeline.steps_per_epoch(n, batch, workers)}
     assert set(seen) == set(range(n))
-    assert sum(seen.values()) == data.samples_per_epoch(n, workers)
+    assert sum(seen.values()) == pipeline.samples_per_epoch(n, workers)
     twice = [i for i, c in seen.items() if c == 2]
     assert len(twice) == (-n) % workers and max(seen.values()) <= 2
 
 
 def test_order_depends_only_on_seed_and_epoch():
     n = 50
-    a = data.epoch_indices(n, seed=1, epoch=0, num_workers=2, worker_index=0)
-    assert np.array_equal(a, data.epoch_indices(n, seed=1, epoch=0, num_workers=2, worker_index=0))
-    assert not np.array_equal(a, data.epoch_indices(n, seed=1, epoch=1, num_workers=2, worker_index=0))
-    assert not np.array_equal(a, data.epoch_indices(n, seed=2, epoch=0, num_workers=2, worker_index=0))
+    a = pipeline.epoch_indices(n, seed=1, epoch=0, num_workers=2, worker_index=0)
+    assert np.array_equal(a, pipeline.epoch_indices(n, seed=1, epoch=0, num_workers=2, worker_index=0))
+    assert not np.array_equal(a, pipeline.epoch_indices(n, seed=1, epoch=1, num_workers=2, worker_index=0))
+    assert not np.array_equal(a, pipeline.epoch_indices(n, seed=2, epoch=0, num_workers=2, worker_index=0))
     # both workers interleave the SAME global permutation
-    whole = data.epoch_indices(n, seed=1, epoch=0)
-    b = data.epoch_indices(n, seed=1, epoch=0, num_workers=2, worker_index=1)
+    whole = pipeline.epoch_indices(n, seed=1, epoch=0)
+    b = pipeline.epoch_indices(n, seed=1, epoch=0, num_workers=2, worker_index=1)
     assert np.array_equal(whole[0::2], a) and np.array_equal(whole[1::2], b)
 
 
 def test_batches_types_and_partial_last_batch(small_fmnist):
-    ds = data.make_dataset(small_fmnist.x_train[:100], small_fmnist.y_train[:100], batch_size=32,
+    ds = pipeline.make_dataset(small_fmnist.x_train[:100], small_fmnist.y_train[:100], batch_size=32,
                            training=True)
     batches = list(ds)
     assert [len(b[1]) for b in batches] == [32, 32, 32, 4]
@@ -183,7 +183,7 @@ def test_batches_types_and_partial_last_batch(small_fmnist):
     assert x.shape == (32, 28, 28, 1) and x.dtype.name == "float32" and y.dtype.name == "int32"
     assert 0.0 <= float(np.min(x)) and float(np.max(x)) <= 1.0
     # the image really belongs to its label
-    idx = data.epoch_indices(100, seed=0, epoch=0)[0]
+    idx = pipeline.epoch_indices(100, seed=0, epoch=0)[0]
     assert np.allclose(x[0, ..., 0], small_fmnist.x_train[idx] / 255.0)
     assert int(y[0]) == small_fmnist.y_train[idx]
 
@@ -191,9 +191,9 @@ def test_batches_types_and_partial_last_batch(small_fmnist):
 def test_eval_is_ordered_unpadded_and_sharded():
     ids = np.arange(7)
     images = np.zeros((7, 28, 28), np.uint8)
-    whole = _labels_of(data.make_dataset(images, ids, batch_size=4, training=False))
+    whole = _labels_of(pipeline.make_dataset(images, ids, batch_size=4, training=False))
     assert whole == [[0, 1, 2, 3], [4, 5, 6]]
-    shard = _labels_of(data.make_dataset(images, ids, batch_size=4, training=False, num_workers=2,
+    shard = _labels_of(pipeline.make_dataset(images, ids, batch_size=4, training=False, num_workers=2,
                                          worker_index=1))
     assert shard == [[1, 3, 5]]
 
@@ -203,21 +203,21 @@ def test_epochs_dataset_resumes_exactly():
     ids = np.arange(n)
     images = np.zeros((n, 28, 28), np.uint8)
     kw = dict(batch_size=batch, seed=3, num_workers=workers, worker_index=1)
-    full = _labels_of(data.make_epochs_dataset(images, ids, first_epoch=0, last_epoch=3, **kw))
-    per_epoch = [_labels_of(data.make_dataset(images, ids, training=True, epoch=e, **kw))
+    full = _labels_of(pipeline.make_epochs_dataset(images, ids, first_epoch=0, last_epoch=3, **kw))
+    per_epoch = [_labels_of(pipeline.make_dataset(images, ids, training=True, epoch=e, **kw))
                  for e in range(3)]
     assert full == [b for epoch in per_epoch for b in epoch]
-    resumed = _labels_of(data.make_epochs_dataset(images, ids, first_epoch=1, last_epoch=3, **kw))
-    steps = data.steps_per_epoch(n, batch, workers)
+    resumed = _labels_of(pipeline.make_epochs_dataset(images, ids, first_epoch=1, last_epoch=3, **kw))
+    steps = pipeline.steps_per_epoch(n, batch, workers)
     assert resumed == full[steps:]
 
 
 def test_step_arithmetic():
-    assert data.shard_size(10, 3) == 4
-    assert data.samples_per_epoch(10, 3) == 12
-    assert data.steps_per_epoch(60_000, 64, 2) == math.ceil(30_000 / 64)
-    assert data.steps_per_epoch(60_000, 100, 4) == 60_000 // 400
-    assert data.steps_per_epoch(10, 3, 3) == 2
+    assert pipeline.shard_size(10, 3) == 4
+    assert pipeline.samples_per_epoch(10, 3) == 12
+    assert pipeline.steps_per_epoch(60_000, 64, 2) == math.ceil(30_000 / 64)
+    assert pipeline.steps_per_epoch(60_000, 100, 4) == 60_000 // 400
+    assert pipeline.steps_per_epoch(10, 3, 3) == 2
 
 
 @pytest.mark.parametrize("kwargs", [dict(num_workers=2, worker_index=2),
@@ -226,13 +226,13 @@ def test_step_arithmetic():
                                     dict(num_workers=1, worker_index=0, batch_size=0)])
 def test_bad_shard_arguments_raise(kwargs):
     args = dict(batch_size=4, training=True) | kwargs
-    with pytest.raises(data.ShardError):
-        data.make_dataset(np.zeros((4, 28, 28), np.uint8), np.arange(4), **args)
+    with pytest.raises(pipeline.ShardError):
+        pipeline.make_dataset(np.zeros((4, 28, 28), np.uint8), np.arange(4), **args)
 
 
 def test_importing_course_lib_modules_does_not_import_tensorflow():
-    code = ("import sys, course_lib, course_lib.data, course_lib.devices, course_lib.models, "
-            "course_lib.callbacks, course_lib.scaling\n"
+    code = ("import sys, course_lib, course_lib.training.data, course_lib.training.devices, course_lib.training.models, "
+            "course_lib.training.throughput, course_lib.lessons.scaling\n"
             "assert 'tensorflow' not in sys.modules, 'tensorflow imported'\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

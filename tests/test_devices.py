@@ -1,4 +1,4 @@
-"""Tests of course_lib.devices. TF device layouts are per process: those run in subprocesses."""
+"""Tests of course_lib.training.devices. TF device layouts are per process: those run in subprocesses."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from course_lib import devices
+from course_lib.training import devices
 
 
 def run_python(code: str, tmp_path, timeout: int = 300) -> dict:
@@ -61,7 +61,7 @@ def test_report_text_says_what_is_simulated():
 def test_late_simulate_raises_and_worker_config(tmp_path):
     code = """
 import json, tensorflow as tf
-from course_lib import devices
+from course_lib.training import devices
 tf.constant(1.0)  # TensorFlow initialises its devices
 try:
     devices.simulate_devices(2)
@@ -83,7 +83,7 @@ print(json.dumps({"late": late, "worker": worker}))
 def test_configure_worker_shares_cpu_cores(tmp_path):
     code = """
 import json, tensorflow as tf
-from course_lib import devices
+from course_lib.training import devices
 name = devices.configure_worker(1, local_size=2)
 print(json.dumps({"name": name, "intra": tf.config.threading.get_intra_op_parallelism_threads(),
                   "inter": tf.config.threading.get_inter_op_parallelism_threads(),
@@ -102,20 +102,20 @@ print(json.dumps({"name": name, "intra": tf.config.threading.get_intra_op_parall
 def test_mirrored_strategy_fit_on_simulated_devices(tmp_path):
     code = """
 import json
-from course_lib import devices
+from course_lib.training import devices
 names = devices.simulate_devices(2)
 again = devices.simulate_devices(2)
 import numpy as np, tensorflow as tf
-from course_lib import data, models
+from course_lib.training import data, models, pipeline
 report = devices.describe()
 arrays = data.load_arrays("keras", train_subset=1024, test_subset=256)
 strategy = tf.distribute.MirroredStrategy(names)
-ds, global_batch, steps = data.distribute_for_strategy(
+ds, global_batch, steps = pipeline.distribute_for_strategy(
     strategy, arrays.x_train, arrays.y_train, batch_size_per_replica=32, training=True, epochs=2)
 with strategy.scope():
     model = models.compile_model(models.build_model(seed=0), tf.keras.optimizers.SGD(0.05))
 history = model.fit(ds, epochs=2, steps_per_epoch=steps, verbose=0)
-test_ds, _, test_steps = data.distribute_for_strategy(
+test_ds, _, test_steps = pipeline.distribute_for_strategy(
     strategy, arrays.x_test, arrays.y_test, batch_size_per_replica=32, training=False)
 loss, acc = model.evaluate(test_ds, steps=test_steps, verbose=0)
 kernel = model.layers[0].kernel

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from course_lib import doctor
-from course_lib.lab import lab_command
+from course_lib.environment import doctor
+from course_lib.environment.lab import lab_command
 
 ROOT = Path(__file__).resolve().parents[1]
 CONSTRAINTS = ROOT / "requirements" / "constraints.txt"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.exercises import EXERCISES, check
+from course_lib.lessons.exercises import EXERCISES, check
 
 SOLUTIONS_FILE = Path(__file__).resolve().parents[1] / "notebooks" / "solutions" / "answers.py"
 spec = importlib.util.spec_from_file_location("answers", SOLUTIONS_FILE)

@@ -1,4 +1,4 @@
-"""Tests of course_lib.launch / processes / runlog: parsing, bad input, and real horovodrun runs.
+"""Tests of course_lib.runner.launch / processes / runlog: parsing, bad input, and real horovodrun runs.
 
 The integration tests launch real ``horovodrun -np 2`` (Gloo and MPI) on the CPU with the tiny
 scripts in tests/scripts/, and after every failure, timeout, stop or interrupt they check that
@@ -19,11 +19,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from course_lib import launch, preflight, processes
-from course_lib.launch import (
+from course_lib.runner import launch, preflight, processes
+from course_lib.runner.launch import (
     LaunchError, RunFailedError, RunStoppedError, RunTimeoutError, run_horovod, run_python)
-from course_lib.processes import alive_pids, stream_command
-from course_lib.runlog import RunResult, parse_line
+from course_lib.runner.processes import stream_command
+from course_lib.runner.runlog import RunResult, parse_line
 
 SCRIPTS = Path(__file__).parent / "scripts"
 TINY, CRASH, SLEEP = SCRIPTS / "tiny_hvd.py", SCRIPTS / "crash_hvd.py", SCRIPTS / "sleep_hvd.py"
@@ -92,8 +92,10 @@ def test_run_result_collects_events_and_blames_first_traceback():
     assert res.digests == {0: "ab", 1: "ab"}
     assert res.failure_tail(1) == (1, "RuntimeError: boom")
     assert res.lines_for_rank(None) == ["Process 0 exit with status code 1."]
+    from course_lib.lessons import scaling
+
     with pytest.raises(ValueError, match="--json"):
-        res.to_record()
+        scaling.to_record(res)
 
 
 @pytest.mark.parametrize("lines, rank", [
@@ -116,11 +118,24 @@ def test_stream_command_uses_the_injected_clock_for_the_timeout():
     got: list[str] = []
     code = "import time; print('up', flush=True); time.sleep(60)"
     # time stands still until the first line arrived, then jumps past the timeout
-    outcome = stream_command([sys.executable, "-c", code], got.append, timeout=50,
+    outcome = stream_command([sys.executable, "-c", code], lambda line, stream: got.append(line),
+                             timeout=50,
                              clock=lambda: 100.0 if got else 0.0, grace_s=(1.0, 1.0))
     assert outcome.reason == "timeout" and got[0] == "up"  # then its SIGINT traceback
     assert outcome.duration_s == 100.0
     assert alive_pids(outcome.pids) == []
+
+
+def alive_pids(pids: list[int]) -> list[int]:
+    """Those of ``pids`` that belong to a live (non-zombie) process."""
+    alive = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except psutil.Error:
+            continue
+    return alive
 
 
 # -- bad input: one clear error each, before anything is launched --------------------------------

@@ -1,13 +1,13 @@
-"""Tests of course_lib.models: architecture, loss/output consistency, weight digests."""
+"""Tests of course_lib.training.models: architecture, loss/output consistency, weight digests."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-tf = pytest.importorskip("tensorflow")
+import tensorflow as tf  # noqa: E402
 
-from course_lib import models  # noqa: E402
+from course_lib.training import models  # noqa: E402
 
 
 def test_architecture_logits_and_softmax():

@@ -79,4 +79,4 @@ def test_notebook_follows_the_skeleton(path: Path) -> None:
                  if cell.cell_type == "markdown" and cell.source.startswith("## Exercises"))
     self_checks = [cell for cell in nb.cells[start:]
                    if cell.cell_type == "code" and "check(" in cell.source]
-    assert self_checks, "each exercise needs a self-check cell (course_lib.exercises.check)"
+    assert self_checks, "each exercise needs a self-check cell (course_lib.lessons.exercises.check)"

@@ -267,7 +267,7 @@ def test_mirrored_two_devices() -> None:
 
 # ------------------------------------------------------------------ course_lib.training
 def test_epoch_arithmetic() -> None:
-    from course_lib.training import describe_epoch, epoch_arithmetic
+    from course_lib.training.epochs import describe_epoch, epoch_arithmetic
 
     a = epoch_arithmetic(60_000, 128, 2)
     assert a == {"shard_size": 30_000, "steps_per_epoch": 235, "samples_per_epoch": 60_000,
@@ -284,14 +284,14 @@ def test_epoch_arithmetic() -> None:
 def test_positive_int_rejects(text: str) -> None:
     import argparse
 
-    from course_lib.training import positive_int
+    from course_lib.training.flags import positive_int
 
     with pytest.raises(argparse.ArgumentTypeError, match="integer >= 1"):
         positive_int(text)
 
 
 def test_find_latest_checkpoint_errors(tmp_path: Path) -> None:
-    from course_lib.training import CheckpointError, find_latest_checkpoint
+    from course_lib.training.checkpoints import CheckpointError, find_latest_checkpoint
 
     with pytest.raises(CheckpointError, match="does not exist"):
         find_latest_checkpoint(tmp_path / "missing")
@@ -310,10 +310,9 @@ def test_checkpoint_round_trip(tmp_path: Path) -> None:
     import numpy as np
     import tensorflow as tf
 
-    from course_lib.models import weights_digest
-    from course_lib.optimizers import LAMB
-    from course_lib.training import (CheckpointError, find_latest_checkpoint, restore_checkpoint,
-                                     save_checkpoint)
+    from course_lib.training.models import weights_digest
+    from course_lib.training.optimizers import LAMB
+    from course_lib.training.checkpoints import CheckpointError, find_latest_checkpoint, restore_checkpoint, save_checkpoint
 
     def make(seed: int) -> tuple:
         model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(

@@ -1,4 +1,4 @@
-"""Tests of course_lib.widgets.ControlPanel, headless (no browser, no kernel).
+"""Tests of course_lib.lessons.widgets.ControlPanel, headless (no browser, no kernel).
 
 One real 1-worker Horovod run with the tiny script fills the records, the progress bar, the
 table and the plot; one background run of a sleeping script is stopped and must leave no
@@ -16,9 +16,9 @@ import ipywidgets as w
 import psutil
 import pytest
 
-from course_lib import scaling
-from course_lib.launch import LaunchError
-from course_lib.widgets import ControlPanel, default_script
+from course_lib.lessons import scaling
+from course_lib.runner.launch import LaunchError
+from course_lib.lessons.widgets import ControlPanel, default_script
 
 SCRIPTS = Path(__file__).parent / "scripts"
 needs_horovod = pytest.mark.skipif(
@@ -42,7 +42,7 @@ def log_text(panel: ControlPanel) -> str:
 
 
 def test_panel_builds_with_all_widgets(monkeypatch):
-    monkeypatch.setattr("course_lib.launch.available_slots", lambda: 2)
+    monkeypatch.setattr("course_lib.runner.launch.available_slots", lambda: 2)
     panel = ControlPanel()
     assert panel.script == default_script()
     assert panel.script.parts[-2:] == ("source_code", "horovod_fmnist.py")

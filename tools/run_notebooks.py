@@ -24,7 +24,7 @@ from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from course_lib.files import atomic_write_text  # noqa: E402  (after the path is set)
+from course_lib.training.files import atomic_write_text  # noqa: E402  (after the path is set)
 
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 

@@ -2,10 +2,10 @@
 
 Sub-commands (each prints one JSON line ``{"event": "samples", "variants": {name: [...]}}``):
 
-* ``prepare --out F.npz``: load the real Fashion-MNIST once (``course_lib.data.load_arrays``,
+* ``prepare --out F.npz``: load the real Fashion-MNIST once (``course_lib.training.data.load_arrays``,
   verified) and save the training arrays for the other workloads (no event printed).
-* ``callback``: seconds of ``fit(steps)`` without and with ``course_lib.callbacks.Throughput``.
-* ``pipeline``: images/s of the ``course_lib.data`` pipeline alone (iterating the batches) and
+* ``callback``: seconds of ``fit(steps)`` without and with ``course_lib.training.callbacks.Throughput``.
+* ``pipeline``: images/s of the ``course_lib.training.data`` pipeline alone (iterating the batches) and
   of the model consuming it (``fit``).
 * ``batches``: training images/s at several batch sizes (same number of images each).
 
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import numpy as np
 
-    from course_lib import data, models
+    from course_lib.training import data, models, pipeline
 
     if args.command == "prepare":
         arrays = data.load_arrays(train_subset=args.train_subset)
@@ -78,13 +78,13 @@ def main(argv: list[str] | None = None) -> int:
 
     import tensorflow as tf
 
-    from course_lib.callbacks import Throughput
+    from course_lib.training.callbacks import Throughput
 
     arrays = np.load(args.data)
     x, y = arrays["x_train"], arrays["y_train"]
 
     def dataset(batch: int) -> tf.data.Dataset:
-        return data.make_dataset(x, y, batch_size=batch, training=True, seed=0,
+        return pipeline.make_dataset(x, y, batch_size=batch, training=True, seed=0,
                                  cache=False).repeat()
 
     model = models.compile_model(models.build_model(seed=0), tf.keras.optimizers.Adam(1e-3))

@@ -2,7 +2,7 @@
 
 Launched by benchmarks/run.py (plain ``python``, ``horovodrun -np N``, or with simulated CPU
 devices for MirroredStrategy). The model, loss, optimizer and input pipeline are the course's own
-(``course_lib.models``, ``course_lib.data``); only the thread settings and the strategy vary.
+(``course_lib.training.models``, ``course_lib.training.data``); only the thread settings and the strategy vary.
 
 Measurement: one ``fit`` of ``--warmup-steps + --steps`` steps; the clock is read at the end of
 every step, and images/s = ``steps * global_batch / (t[last] - t[last warm-up step])``. Rank 0
@@ -36,7 +36,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--devices", type=positive_int, default=1,
                         help="mirrored: simulated CPU devices (or GPUs) in the strategy")
     parser.add_argument("--threads", type=positive_int, default=None,
-                        help="intra-op threads per process via course_lib.devices.configure_worker "
+                        help="intra-op threads per process via course_lib.training.devices.configure_worker "
                         "(inter-op = 1); default: TensorFlow's own (no pinning)")
     parser.add_argument("--data-threads", type=positive_int, default=None,
                         help="private tf.data thread pool size (default: tf.data's shared pool)")
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import numpy as np
 
-    from course_lib import data, devices, models
+    from course_lib.training import devices, models, pipeline
 
     rank, workers, local_rank, local_size = 0, 1, 0, 1
     hvd = None
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     replicas = strategy.num_replicas_in_sync if strategy is not None else 1
     global_batch = args.batch * max(workers, replicas)
 
-    ds = data.make_dataset(x, y, batch_size=args.batch * replicas, training=True, seed=0,
+    ds = pipeline.make_dataset(x, y, batch_size=args.batch * replicas, training=True, seed=0,
                            num_workers=workers, worker_index=rank, cache=False).repeat()
     if args.data_threads is not None:
         options = tf.data.Options()

@@ -1,6 +1,6 @@
 """Instructor solutions to the notebooks' exercises, with the working.
 
-Keys match ``course_lib.exercises.EXERCISES``; ``tests/test_exercises.py`` checks every one of them
+Keys match ``course_lib.lessons.exercises.EXERCISES``; ``tests/test_exercises.py`` checks every one of them
 against the self-check cells' checker.
 """
 

@@ -1,6 +1,6 @@
 """Fixtures of the browser tests: the course's JupyterLab and headless Chromium driven by Playwright.
 
-- ``lab``: the lab ``make lab`` starts (``course_lib.lab.lab_command``), on a free loopback port,
+- ``lab``: the lab ``make lab`` starts (``course_lib.environment.lab.lab_command``), on a free loopback port,
   serving a scratch copy of ``notebooks/`` (``$COURSE_BROWSER_NOTEBOOKS`` overrides the source
   folder, for developing these tests against other notebooks). Stopped at the end of the module;
   anything it left running is killed and reported as an error.

@@ -1,6 +1,6 @@
 """Helpers of the browser tests: the course's JupyterLab server, a notebook driver, process checks.
 
-``LabServer`` starts exactly the lab of ``make lab`` (``course_lib.lab.lab_command``) on a free
+``LabServer`` starts exactly the lab of ``make lab`` (``course_lib.environment.lab.lab_command``) on a free
 loopback port, with its own Jupyter config / runtime / data / IPython folders, and serves a
 scratch copy of the notebooks (so autosave and the notebooks' own files never touch the
 checkout). Every process it starts carries the environment variable ``MARKER_VAR`` with a
@@ -95,7 +95,7 @@ def is_png(path: Path) -> bool:
 
 
 class LabServer:
-    """The course's JupyterLab (``course_lib.lab.lab_command``) on a scratch copy of the notebooks.
+    """The course's JupyterLab (``course_lib.environment.lab.lab_command``) on a scratch copy of the notebooks.
 
     Args:
         workdir: Empty folder for the copy (``workdir/notebooks``) and the Jupyter folders.
@@ -104,7 +104,7 @@ class LabServer:
     """
 
     def __init__(self, workdir: Path, source: Path, startup_timeout: float = 120.0) -> None:
-        from course_lib.lab import lab_command
+        from course_lib.environment.lab import lab_command
 
         self.workdir = workdir
         self.notebook_dir = workdir / "notebooks"

@@ -1,7 +1,7 @@
 """Horovod script whose rank 1 raises after the first allreduce (launcher crash test).
 
 Rank 0 then blocks in a second allreduce that rank 1 never joins: only the launchers'
-shutdown (horovodrun's, then course_lib.launch's) can end it.
+shutdown (horovodrun's, then course_lib.runner.launch's) can end it.
 """
 
 import os

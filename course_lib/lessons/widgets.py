@@ -3,8 +3,8 @@
 ``ControlPanel`` shows sliders for the number of workers, the per-worker batch size and the
 epochs, a controller choice (Gloo / MPI), Run and Stop buttons, the live log, an epoch progress
 bar fed by the script's JSON ``epoch`` events, and, refreshed after each run, a table
-(``course_lib.scaling.scaling_table``, which needs a 1-worker baseline run) and its plot
-(``course_lib.scaling.plot_scaling``).
+(``course_lib.lessons.scaling.scaling_table``, which needs a 1-worker baseline run) and its plot
+(``course_lib.lessons.scaling.plot_scaling``).
 
 Everything the buttons do is a public method a cell can call as well::
 
@@ -13,7 +13,7 @@ Everything the buttons do is a public method a cell can call as well::
     result = panel.run(workers=2, batch_size=64, epochs=1)      # blocks, returns a RunResult
     panel.run(workers=2, wait=False); panel.stop()               # background run, stopped
 
-Runs go through :func:`course_lib.launch.run_horovod` (stop via its ``stop_event``), so a
+Runs go through :func:`course_lib.runner.launch.run_horovod` (stop via its ``stop_event``), so a
 stopped or failed run leaves no process behind. ipywidgets is imported only when a panel is
 built.
 
@@ -33,13 +33,13 @@ __all__ = ["ControlPanel", "default_script"]
 
 def default_script() -> Path:
     """The course's Horovod script, ``<repo>/source_code/horovod_fmnist.py``."""
-    import course_lib
+    from course_lib.training.files import course_root
 
-    return Path(course_lib.__file__).resolve().parents[1] / "source_code" / "horovod_fmnist.py"
+    return course_root() / "source_code" / "horovod_fmnist.py"
 
 
 class ControlPanel:
-    """Notebook panel over :func:`course_lib.launch.run_horovod` and ``course_lib.scaling``.
+    """Notebook panel over :func:`course_lib.runner.launch.run_horovod` and ``course_lib.lessons.scaling``.
 
     Args:
         script: The Horovod script; it must accept ``--batch-size N --epochs E --json`` and
@@ -62,7 +62,7 @@ class ControlPanel:
                  python: str = sys.executable, timeout: float | None = None) -> None:
         import ipywidgets as w
 
-        from course_lib.launch import available_slots
+        from course_lib.runner.launch import available_slots
 
         self.script = Path(script) if script is not None else default_script()
         self.records_path = Path(records_path) if records_path is not None else None
@@ -139,10 +139,10 @@ class ControlPanel:
             The ``RunResult`` (``wait=True``), else ``None``; ``None`` too if the run was stopped.
 
         Raises:
-            course_lib.launch.LaunchError: Bad settings, or a run is already in progress.
-            course_lib.launch.RunFailedError: The run failed (``wait=True`` only).
+            course_lib.runner.launch.LaunchError: Bad settings, or a run is already in progress.
+            course_lib.runner.launch.RunFailedError: The run failed (``wait=True`` only).
         """
-        from course_lib.launch import LaunchError
+        from course_lib.runner.launch import LaunchError
 
         if self.running:
             raise LaunchError("a run is already in progress; call panel.stop() or panel.wait()")
@@ -188,9 +188,9 @@ class ControlPanel:
             The ``RunResult``, or ``None`` if the run was stopped or is still going.
 
         Raises:
-            course_lib.launch.RunFailedError: The run failed (not raised for a stopped run).
+            course_lib.runner.launch.RunFailedError: The run failed (not raised for a stopped run).
         """
-        from course_lib.launch import RunStoppedError
+        from course_lib.runner.launch import RunStoppedError
 
         if self._thread is not None:
             self._thread.join(timeout)
@@ -213,7 +213,8 @@ class ControlPanel:
 
     # -- internals ----------------------------------------------------------------------------
     def _run_in_thread(self) -> None:
-        from course_lib.launch import RunFailedError, RunStoppedError, run_horovod
+        from course_lib.lessons import scaling
+        from course_lib.runner.launch import RunFailedError, RunStoppedError, run_horovod
 
         workers, controller = self.workers.value, self.controller.value
         args = ["--batch-size", str(self.batch_size.value), "--epochs", str(self.epochs.value),
@@ -225,7 +226,7 @@ class ControlPanel:
                                  timeout=self.timeout, python=self.python)
             self.last_result = result
             if result.result is not None:
-                self.records.append(result.to_record(label=f"horovod-{controller} x{workers}"))
+                self.records.append(scaling.to_record(result, label=f"horovod-{controller} x{workers}"))
                 self._save_records()
             self._set_status(f"done: {workers} workers in {result.duration_s:.1f} s")
             self._refresh_results()
@@ -272,7 +273,7 @@ class ControlPanel:
 
         from IPython.display import Image
 
-        from course_lib import scaling
+        from course_lib.lessons import scaling
 
         try:
             table = scaling.scaling_table(self.records)
@@ -291,12 +292,12 @@ class ControlPanel:
     def _load_records(self) -> list[Any]:
         if self.records_path is None or not self.records_path.exists():
             return []
-        from course_lib import scaling
+        from course_lib.lessons import scaling
 
         return scaling.load_records(self.records_path)
 
     def _save_records(self) -> None:
         if self.records_path is not None:
-            from course_lib import scaling
+            from course_lib.lessons import scaling
 
             scaling.save_records(self.records_path, self.records)

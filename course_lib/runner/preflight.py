@@ -1,7 +1,7 @@
 """Checks made before anything is launched: inputs, slots, horovodrun, mpirun.
 
 Every check raises :class:`LaunchError` with one message that says what is wrong and how to fix
-it. Used by :mod:`course_lib.launch`, which re-exports ``LaunchError``, ``available_slots`` and
+it. Used by :mod:`course_lib.runner.launch`, which re-exports ``LaunchError``, ``available_slots`` and
 ``find_horovodrun``.
 
 Introduced in notebooks/03_horovod.ipynb.
@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Sequence
+
+from course_lib.training.devices import cpu_cores, gpu_names
 
 __all__ = ["LaunchError", "available_slots", "find_horovodrun", "gpu_count", "check_hosts",
            "check_script", "check_strings", "check_common", "check_mpirun", "CONTROLLERS"]
@@ -33,33 +34,18 @@ class LaunchError(ValueError):
 
 
 def gpu_count() -> int:
-    """Number of GPUs listed by ``nvidia-smi -L`` (0 without nvidia-smi or on failure)."""
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
-        return 0
-    try:
-        out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=20, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return 0
-    if out.returncode != 0:
-        return 0
-    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+    """Number of GPUs on this machine (``course_lib.training.devices.gpu_names``)."""
+    return len(gpu_names())
 
 
 def available_slots() -> int:
     """How many Horovod workers this machine runs without oversubscribing.
 
     Returns:
-        The number of GPUs (``nvidia-smi -L``) if there are any, else the number of CPU cores
-        this process may use.
+        The number of GPUs if there are any, else the number of CPU cores this process may use
+        (both from :mod:`course_lib.training.devices`).
     """
-    gpus = gpu_count()
-    if gpus:
-        return gpus
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
+    return gpu_count() or cpu_cores()
 
 
 def find_horovodrun(python: str = sys.executable) -> str:

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_json"]
+__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_json", "course_root"]
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
@@ -71,3 +71,12 @@ def atomic_write_json(path: str | os.PathLike[str], obj: Any, *, indent: int = 2
     """
     text = json.dumps(obj, indent=indent, sort_keys=True) + "\n"
     return atomic_write_text(path, text)
+
+
+def course_root() -> Path:
+    """The course folder (the checkout holding ``course_lib/``, ``notebooks/``, ``source_code/``).
+
+    Returns:
+        The absolute path of the folder above the ``course_lib`` package.
+    """
+    return Path(__file__).resolve().parents[2]

@@ -2,7 +2,7 @@
 
 :func:`batch_size_sweep` measures the course CNN's training throughput at several batch sizes on
 one device (a bigger batch gives the hardware more work per step, up to a point), with the
-course's :class:`~course_lib.callbacks.Throughput` callback, so the figures count only the images
+course's :class:`~course_lib.training.callbacks.Throughput` callback, so the figures count only the images
 that really ran and leave the first (tracing) epoch out.
 
 Introduced in notebooks/01_data_parallelism.ipynb.
@@ -39,8 +39,8 @@ def batch_size_sweep(images: np.ndarray, labels: np.ndarray, batch_sizes: Sequen
     import pandas as pd
     import tensorflow as tf
 
-    from course_lib import data, models
-    from course_lib.callbacks import Throughput
+    from course_lib.training import models, pipeline
+    from course_lib.training.callbacks import Throughput
 
     n = len(images)
     bad = [b for b in batch_sizes if not 1 <= int(b) <= n]
@@ -52,11 +52,11 @@ def batch_size_sweep(images: np.ndarray, labels: np.ndarray, batch_sizes: Sequen
     for batch in batch_sizes:
         tf.keras.backend.clear_session()
         model = models.compile_model(models.build_model(seed=seed), "adam")
-        dataset = data.make_dataset(images, labels, batch_size=int(batch), training=True, seed=seed)
+        dataset = pipeline.make_dataset(images, labels, batch_size=int(batch), training=True, seed=seed)
         meter = Throughput(int(batch), samples_per_epoch=n, warmup_epochs=1, verbose=False)
         model.fit(dataset, epochs=epochs, verbose=0, callbacks=[meter])
         summary = meter.summary()
-        rows.append({"batch_size": int(batch), "steps_per_epoch": data.steps_per_epoch(n, int(batch)),
+        rows.append({"batch_size": int(batch), "steps_per_epoch": pipeline.steps_per_epoch(n, int(batch)),
                      "images_per_sec": summary.images_per_sec_mean, "ci95": summary.ci95,
                      "step_time_ms": summary.step_time_ms_mean})
     return pd.DataFrame(rows)

@@ -1,89 +1,27 @@
-"""Honest training throughput: images actually processed per second.
+"""Honest training throughput: images actually processed per second (TensorFlow-free arithmetic).
 
-:class:`Throughput` counts the samples that really ran (steps × global batch, capped at the
+:class:`ThroughputMeter` counts the samples that really ran (steps × global batch, capped at the
 samples of one epoch when the last batch is partial) and divides by the time those steps took.
 Dividing the dataset length by the epoch time instead, while fewer samples ran (steps per epoch
 floored), inflates the figure; the reference bootcamp printed 91 % scaling efficiency that way
-where 76 % was true.
-
-``Throughput`` is a ``tf.keras.callbacks.Callback``. So that importing this module does not
-import TensorFlow, the class is created on first access (``course_lib.callbacks.Throughput`` or
-``from course_lib.callbacks import Throughput``); its arithmetic lives in the TensorFlow-free
-:class:`ThroughputMeter`.
+where 76 % was true. The Keras callback built on it is
+:class:`course_lib.training.callbacks.Throughput`.
 
 Introduced in notebooks/02_mirrored_strategy.ipynb.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, TextIO
 
-__all__ = ["ThroughputSummary", "ThroughputMeter", "Throughput", "t_critical_95", "mean_ci95"]
+from course_lib.training.events import dumps, json_safe
+from course_lib.training.stats import mean_ci95
 
-# Two-sided 95 % critical values of Student's t, df = 1..30.
-_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-        2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-        2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
-_T95_LARGE = ((40, 2.021), (60, 2.000), (120, 1.980))
-
-
-def t_critical_95(df: int) -> float:
-    """Two-sided 95 % critical value of Student's t with ``df`` degrees of freedom.
-
-    Args:
-        df: Degrees of freedom, >= 1.
-
-    Returns:
-        The table value (df <= 30, 40, 60, 120; in between the next smaller df's, conservative);
-        1.960 beyond 120.
-
-    Raises:
-        ValueError: ``df < 1``.
-    """
-    if df < 1:
-        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
-    if df <= 30:
-        return _T95[df - 1]
-    value = _T95[-1]
-    for limit, t in _T95_LARGE:
-        if df >= limit:
-            value = t
-    return value if df <= 120 else 1.960
-
-
-def mean_ci95(values: list[float]) -> tuple[float, float]:
-    """Mean and half-width of its 95 % confidence interval (t-distribution).
-
-    Args:
-        values: Samples.
-
-    Returns:
-        ``(mean, half_width)``; half-width is NaN for fewer than 2 values, mean NaN for none.
-    """
-    k = len(values)
-    if k == 0:
-        return math.nan, math.nan
-    mean = math.fsum(values) / k
-    if k < 2:
-        return mean, math.nan
-    var = math.fsum((v - mean) ** 2 for v in values) / (k - 1)
-    return mean, t_critical_95(k - 1) * math.sqrt(var / k)
-
-
-def _json_safe(value: Any) -> Any:
-    """Python scalars for numpy values; None for NaN/inf (strict JSON)."""
-    if hasattr(value, "item"):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    return value
+__all__ = ["ThroughputSummary", "ThroughputMeter"]
 
 
 @dataclass
@@ -113,7 +51,7 @@ class ThroughputSummary:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict (NaN becomes None)."""
-        return {k: _json_safe(v) for k, v in asdict(self).items()}
+        return json_safe(asdict(self))
 
 
 @dataclass
@@ -134,7 +72,7 @@ class ThroughputMeter:
     Args:
         global_batch_size: Samples per step over all workers (per-worker batch × workers).
         samples_per_epoch: Samples one epoch really processes, all workers (e.g.
-            ``course_lib.data.samples_per_epoch``); caps steps × batch when the last batch is
+            ``course_lib.training.pipeline.samples_per_epoch``); caps steps × batch when the last batch is
             partial. None: no cap.
         warmup_epochs: The first epochs seen by this callback in a ``fit`` are left out of the
             summary (graph tracing, caches filling).
@@ -294,29 +232,4 @@ class ThroughputMeter:
             }
             for key, value in (logs or {}).items():
                 event.setdefault(key, value)
-            print(json.dumps({k: _json_safe(v) for k, v in event.items()}), file=out, flush=True)
-
-
-_THROUGHPUT_CLASS: type | None = None
-
-
-def _make_throughput_class() -> type:
-    import tensorflow as tf
-
-    class Throughput(ThroughputMeter, tf.keras.callbacks.Callback):
-        __doc__ = ("Keras callback measuring images actually processed per second.\n\n"
-                   + (ThroughputMeter.__doc__ or "").split("\n", 1)[1])
-
-    Throughput.__module__ = __name__
-    Throughput.__qualname__ = "Throughput"
-    return Throughput
-
-
-def __getattr__(name: str) -> Any:
-    """Create ``Throughput`` (a ``tf.keras.callbacks.Callback``) on first access."""
-    global _THROUGHPUT_CLASS
-    if name == "Throughput":
-        if _THROUGHPUT_CLASS is None:
-            _THROUGHPUT_CLASS = _make_throughput_class()
-        return _THROUGHPUT_CLASS
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+            print(dumps(event), file=out, flush=True)

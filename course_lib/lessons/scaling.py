@@ -13,18 +13,18 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from course_lib.files import atomic_write_json
+from course_lib.training.files import atomic_write_json
 
 if TYPE_CHECKING:  # pragma: no cover
     import matplotlib.figure
     import pandas
 
 __all__ = ["RunRecord", "MixedScalingError", "to_record", "scaling_table", "plot_scaling",
-           "save_records", "load_records", "append_record"]
+           "save_records", "load_records"]
 
 _DEVICE_KEYS = ("devices", "workers")
 _BATCH_KEYS = ("per_device_batch", "per_worker_batch", "batch_size_per_replica")
@@ -78,7 +78,7 @@ def _first(mapping: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
     return None
 
 
-def to_record(obj: Any) -> RunRecord:
+def to_record(obj: Any, label: str | None = None) -> RunRecord:
     """Turn a run description into a :class:`RunRecord`.
 
     Args:
@@ -86,22 +86,29 @@ def to_record(obj: Any) -> RunRecord:
             ``per_worker_batch`` or ``batch_size_per_replica``, ``global_batch`` (default
             per-device batch × devices), ``images_per_sec`` and optionally ``label``,
             ``strategy`` (e.g. the ``result`` event of docs/architecture.md; other keys go to
-            ``extra``); or any object with a ``to_record()`` method (the launcher's RunResult).
+            ``extra``); or the launcher's ``RunResult`` (its ``result`` event is used).
+        label: Label of the record (e.g. ``"horovod"``), replacing any label in ``obj``.
 
     Returns:
         The record.
 
     Raises:
-        ValueError: A required key is missing or a value is invalid.
+        ValueError: A required key is missing or a value is invalid, or a run printed no
+            ``result`` event.
         TypeError: ``obj`` is none of the above.
     """
     if isinstance(obj, RunRecord):
-        return obj
-    if not isinstance(obj, Mapping) and hasattr(obj, "to_record"):
-        return to_record(obj.to_record())
+        return obj if label is None else replace(obj, label=label)
+    if not isinstance(obj, Mapping) and hasattr(obj, "records") and hasattr(obj, "result"):
+        if obj.result is None:
+            raise ValueError("this run printed no JSON 'result' event, so it has no throughput "
+                             "record; run the script with --json (see docs/architecture.md)")
+        obj = dict(obj.result)
     if not isinstance(obj, Mapping):
         raise TypeError(f"cannot make a RunRecord from {type(obj).__name__}; pass a RunRecord, a "
-                        "dict or an object with to_record()")
+                        "dict or the launcher's RunResult")
+    if label is not None:
+        obj = {**obj, "label": label}
     devices = _first(obj, _DEVICE_KEYS)
     per_device = _first(obj, _BATCH_KEYS)
     missing = [name for name, value in (("devices|workers", devices),
@@ -254,19 +261,3 @@ def load_records(path: str | os.PathLike[str]) -> list[RunRecord]:
     if not isinstance(items, list):
         raise ValueError(f"{path} must hold a JSON list of run records, got {type(items).__name__}")
     return [to_record(item) for item in items]
-
-
-def append_record(path: str | os.PathLike[str], record: Any) -> list[RunRecord]:
-    """Add one record to the file (created if missing) and return all records.
-
-    Args:
-        path: The JSON file.
-        record: Anything :func:`to_record` accepts.
-
-    Returns:
-        All records now in the file.
-    """
-    records = load_records(path) if Path(path).exists() else []
-    records.append(to_record(record))
-    save_records(path, records)
-    return records

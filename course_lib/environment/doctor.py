@@ -12,11 +12,12 @@ from __future__ import annotations
 import importlib.metadata as metadata
 import os
 import re
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from course_lib.training.files import course_root
 
 __all__ = ["Check", "DoctorReport", "run_checks", "horovod_build_info", "package_version"]
 
@@ -78,7 +79,7 @@ def package_version(*dists: str) -> str | None:
 
 def _pin(name: str) -> str | None:
     """The pinned version of ``name`` from requirements/constraints.txt, when the file is present."""
-    constraints = Path(__file__).resolve().parents[1] / "requirements" / "constraints.txt"
+    constraints = course_root() / "requirements" / "constraints.txt"
     if not constraints.is_file():
         return None
     pattern = re.compile(rf"^{re.escape(name)}==(\S+)", re.IGNORECASE)
@@ -126,13 +127,17 @@ def horovod_build_info(horovodrun: str | None = None, timeout: float = 120.0) ->
 
 
 def _horovodrun_path() -> str | None:
-    beside = Path(sys.executable).with_name("horovodrun")
-    return str(beside) if beside.exists() else shutil.which("horovodrun")
+    from course_lib.runner.preflight import LaunchError, find_horovodrun
+
+    try:
+        return find_horovodrun()
+    except LaunchError:
+        return None
 
 
 def _check_python() -> Check:
     found = sys.version_info[:2]
-    course_venv = Path(__file__).resolve().parents[1] / ".venv"
+    course_venv = course_root() / ".venv"
     where = "the course's .venv" if Path(sys.prefix).resolve() == course_venv else sys.prefix
     text = f"{sys.version.split()[0]} ({where})"
     if found != PYTHON_REQUIRED:
@@ -170,7 +175,9 @@ def _check_horovod(gpus: list[str]) -> list[Check]:
 
 
 def _check_devices(gpus: list[str]) -> list[Check]:
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    from course_lib.training.devices import cpu_cores
+
+    cores = cpu_cores()
     checks = [Check("CPU cores", "ok", str(cores))]
     if gpus:
         checks.append(Check("GPUs", "ok", f"{len(gpus)}: " + "; ".join(gpus)))
@@ -181,22 +188,22 @@ def _check_devices(gpus: list[str]) -> list[Check]:
 
 
 def _check_data() -> Check:
-    from course_lib import data
+    from course_lib.training import fmnist_files
 
     explicit = os.environ.get("COURSE_DATA_DIR")
     try:
         if explicit:
             directory = Path(explicit).expanduser()
-            missing = [s for s in data.IDX_SHA256 if not (directory / f"{s}.gz").is_file()]
+            missing = [s for s in fmnist_files.IDX_SHA256 if not (directory / f"{s}.gz").is_file()]
             if missing:
                 return Check("Fashion-MNIST", "fail",
                              f"COURSE_DATA_DIR={directory} lacks {', '.join(m + '.gz' for m in missing)}",
                              "put the four Fashion-MNIST .gz files there, or unset COURSE_DATA_DIR to use "
                              "/usr/share/datasets/fashion-mnist (sudo apt-get install dataset-fashion-mnist)")
         else:
-            directory = data.find_raw_files()
-        data.verify_raw_files(directory)
-    except data.DataError as error:
+            directory = fmnist_files.find_raw_files()
+        fmnist_files.verify_raw_files(directory)
+    except fmnist_files.DataError as error:
         return Check("Fashion-MNIST", "fail", str(error).splitlines()[0],
                      "sudo apt-get install dataset-fashion-mnist (or set COURSE_DATA_DIR to a folder "
                      "holding the four original .gz files)")
@@ -210,7 +217,7 @@ def run_checks() -> DoctorReport:
     Returns:
         The report; ``report.ok`` is False when something the course needs is missing.
     """
-    from course_lib.devices import gpu_names
+    from course_lib.training.devices import gpu_names
 
     gpus = gpu_names()
     report = DoctorReport()

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 __all__ = ["RunResult", "parse_line"]
 
@@ -150,26 +149,3 @@ class RunResult:
         rank = self.failed_rank()
         source = self.lines_for_rank(rank) if rank is not None else self.log
         return rank, "\n".join(source[-lines:])
-
-    def to_record(self, label: str = "", **extra: Any):
-        """Convert the ``result`` event into a :class:`course_lib.scaling.RunRecord`.
-
-        Args:
-            label: Label of the record (e.g. ``"horovod 2 workers"``).
-            **extra: More fields for the record's ``extra`` (besides the ``result`` keys that
-                are not record fields).
-
-        Returns:
-            The ``RunRecord``.
-
-        Raises:
-            ValueError: If the run printed no ``result`` event (run the script with ``--json``).
-        """
-        from course_lib import scaling
-
-        if self.result is None:
-            raise ValueError("this run printed no JSON 'result' event, so it has no throughput "
-                             "record; run the script with --json (see docs/architecture.md)")
-        description = dict(self.result, label=label)
-        description["extra"] = dict(extra)
-        return scaling.to_record(description)

@@ -21,6 +21,8 @@ __all__ = [
     "DevicesAlreadyInitializedError",
     "DeviceReport",
     "cpu_cores",
+    "cores_per_worker",
+    "set_cpu_threads",
     "gpu_names",
     "simulate_devices",
     "describe",
@@ -192,6 +194,35 @@ def describe() -> DeviceReport:
     return DeviceReport(gpus, cpu_cores(), logical, False, None)
 
 
+def cores_per_worker(local_size: int) -> int:
+    """CPU threads each of ``local_size`` workers on one host gets: ``max(1, cores // local_size)``.
+
+    Args:
+        local_size: Workers on this host (``hvd.local_size()``), >= 1.
+
+    Returns:
+        The share of this machine's cores (:func:`cpu_cores`), at least 1.
+    """
+    if isinstance(local_size, bool) or not isinstance(local_size, int) or local_size < 1:
+        raise ValueError(f"local_size must be an int >= 1, got {local_size!r}")
+    return max(1, cpu_cores() // local_size)
+
+
+def set_cpu_threads(threads: int) -> None:
+    """Give this process ``threads`` intra-op threads and one inter-op thread (CPU workers).
+
+    Keras runs one step's ops in sequence, and Horovod's all-reduce is asynchronous and needs no
+    inter-op thread of its own. Call before TensorFlow initialises its devices.
+
+    Args:
+        threads: Intra-op threads, >= 1.
+    """
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+
+
 def configure_worker(local_rank: int, *, threads_per_worker: int | None = None,
                      local_size: int = 1) -> str:
     """Give one Horovod worker its own device; call before TensorFlow initialises devices.
@@ -235,9 +266,7 @@ def configure_worker(local_rank: int, *, threads_per_worker: int | None = None,
             tf.config.set_visible_devices(gpus[local_rank], "GPU")
             tf.config.experimental.set_memory_growth(gpus[local_rank], True)
             return "/gpu:0"
-        threads = threads_per_worker or max(1, cpu_cores() // local_size)
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
-        tf.config.threading.set_inter_op_parallelism_threads(1)
+        set_cpu_threads(threads_per_worker or cores_per_worker(local_size))
         return "/cpu:0"
     except RuntimeError as exc:
         if isinstance(exc, DeviceError):

@@ -7,7 +7,7 @@ worker runs the same number of steps (else Horovod's all-reduce would wait forev
 example is seen once per epoch (at most ``W - 1`` of them twice). Training batches keep the last,
 partial batch: ``steps_per_epoch = ceil(shard_size / batch_size)``.
 
-These names are also available from :mod:`course_lib.data`.
+These names are also available from :mod:`course_lib.training.data`.
 
 Introduced in notebooks/01_data_parallelism.ipynb.
 """

@@ -4,10 +4,11 @@
 before anything starts, streams the output of all ranks line by line while the run goes on
 (rank 0 only, all ranks, or none; horovodrun's own lines are always shown), collects the JSON
 lines of ``docs/architecture.md`` into a :class:`RunResult`, and on a crash, a timeout, a stop
-request or a notebook interrupt ends every process of the run (see :mod:`course_lib.processes`).
-stderr is never hidden: it is merged into the log and shown like stdout.
+request or a notebook interrupt ends every process of the run (see :mod:`course_lib.runner.processes`).
+stderr is never hidden: each line is kept in the log and shown on the stream it was written to
+(a rank's warnings and tracebacks on the notebook's stderr).
 
-Stopping from another thread (the Stop button of :mod:`course_lib.widgets`): pass a
+Stopping from another thread (the Stop button of :mod:`course_lib.lessons.widgets`): pass a
 ``threading.Event`` as ``stop_event`` and set it; the call then cleans up and raises
 :class:`RunStoppedError`. Progress hooks: ``on_event(dict)`` is called for every JSON event.
 
@@ -23,10 +24,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from course_lib.preflight import (
+from course_lib.runner.preflight import (
     CONTROLLERS, LaunchError, available_slots, check_common, check_hosts, check_mpirun,
     check_script, check_strings, find_horovodrun, gpu_count)
-from course_lib.runlog import RunResult, parse_line
+from course_lib.runner.runlog import RunResult, parse_line
 
 __all__ = [
     "LaunchError", "RunFailedError", "RunTimeoutError", "RunStoppedError", "RunResult",
@@ -94,7 +95,7 @@ def _execute(command: list[str], *, horovod: bool, show: str, output: Any, env: 
              cwd: Any, timeout: float | None, check: bool, stop_event: threading.Event | None,
              on_event: Callable[[dict], None] | None, grace_s: Sequence[float],
              clock: Callable[[], float]) -> RunResult:
-    from course_lib.processes import stream_command
+    from course_lib.runner.processes import stream_command
 
     full_env = dict(os.environ)
     full_env.update(env or {})
@@ -113,7 +114,7 @@ def _execute(command: list[str], *, horovod: bool, show: str, output: Any, env: 
             on_event(event)
 
     outcome = stream_command(command, on_line, env=full_env, cwd=cwd, timeout=timeout,
-                             stop_event=stop_event, grace_s=grace_s, clock=clock, pass_stream=True)
+                             stop_event=stop_event, grace_s=grace_s, clock=clock)
     result.returncode = outcome.returncode
     result.duration_s = outcome.duration_s
     result.pids = outcome.pids

@@ -15,9 +15,11 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from course_lib.training.files import course_root
+
 __all__ = ["NOTEBOOKS_DIR", "lab_command", "main"]
 
-NOTEBOOKS_DIR = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS_DIR = course_root() / "notebooks"
 
 
 def lab_command(*, port: int = 8888, ip: str = "127.0.0.1", token: str | None = None,
@@ -54,7 +56,7 @@ def lab_command(*, port: int = 8888, ip: str = "127.0.0.1", token: str | None = 
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m course_lib.lab [--port N] [--ip ADDR]``: replace this process with JupyterLab."""
+    """``python -m course_lib.environment.lab [--port N] [--ip ADDR]``: replace this process with JupyterLab."""
     parser = argparse.ArgumentParser(description="Start the course's JupyterLab.")
     parser.add_argument("--port", type=int, default=8888, help="port to listen on")
     parser.add_argument("--ip", default="127.0.0.1", help="address to bind (0.0.0.0 for a lab room)")

@@ -1,10 +1,11 @@
 """Run one command in its own process session, stream its output, and leave nothing behind.
 
-This is the process-handling half of :mod:`course_lib.launch`. A command (``horovodrun`` or
-``python``) is started with ``start_new_session=True``, its stdout and stderr are merged into
-one pipe that a reader thread drains line by line, and every line is handed to a callback in
-the *calling* thread as soon as it arrives (so an exception such as ``KeyboardInterrupt``
-raised there, or by a notebook interrupt, reaches the caller).
+This is the process-handling half of :mod:`course_lib.runner.launch`. A command (``horovodrun`` or
+``python``) is started with ``start_new_session=True``; its stdout and stderr are read by one
+thread each (so a stderr line is never cut in two by a stdout write), and every line is handed,
+with the name of the stream it came from, to a callback in the *calling* thread as soon as it
+arrives (so an exception such as ``KeyboardInterrupt`` raised there, or by a notebook
+interrupt, reaches the caller).
 
 Horovod's Gloo launcher starts every rank in a session of its own, so killing our process
 group alone would orphan the ranks. While the command runs, all its descendants are therefore
@@ -25,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
-__all__ = ["ProcessOutcome", "stream_command", "terminate_processes", "alive_pids"]
+__all__ = ["ProcessOutcome", "stream_command", "terminate_processes"]
 
 _EOF = object()
 _POLL_S = 0.1
@@ -91,27 +92,6 @@ def _alive(procs: Sequence) -> list:
     return result
 
 
-def alive_pids(pids: Sequence[int]) -> list[int]:
-    """Return those of ``pids`` that belong to a live (non-zombie) process.
-
-    Args:
-        pids: Process ids, e.g. ``RunResult.pids``.
-
-    Returns:
-        The ids still alive.
-    """
-    import psutil
-
-    alive = []
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                alive.append(pid)
-        except psutil.Error:
-            continue
-    return alive
-
-
 def terminate_processes(
     popen: subprocess.Popen, tracked: dict, grace_s: Sequence[float] = (3.0, 3.0)
 ) -> None:
@@ -158,7 +138,7 @@ def terminate_processes(
 
 def stream_command(
     command: Sequence[str],
-    on_line: Callable[[str], None],
+    on_line: Callable[[str, str], None],
     *,
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
@@ -166,24 +146,23 @@ def stream_command(
     stop_event: threading.Event | None = None,
     grace_s: Sequence[float] = (3.0, 3.0),
     clock: Callable[[], float] = time.monotonic,
-    pass_stream: bool = False,
 ) -> ProcessOutcome:
     """Run ``command`` in a new session and call ``on_line`` for each output line as it comes.
 
-    stdout and stderr are merged line by line (nothing is hidden). ``on_line`` runs in the calling thread;
-    whatever it raises (``KeyboardInterrupt`` included) propagates after the clean-up.
+    Nothing is hidden: every line of both streams reaches ``on_line(line, stream)``, with
+    ``stream`` = ``"stdout"`` or ``"stderr"``, so the caller can show each line on the stream it
+    was written to. ``on_line`` runs in the calling thread; whatever it raises
+    (``KeyboardInterrupt`` included) propagates after the clean-up.
 
     Args:
         command: Argument list (never a shell string).
-        on_line: Called with each line, without its line ending.
+        on_line: Called with each line (without its line ending) and its stream's name.
         env: Complete environment of the command (``None``: inherit).
         cwd: Working directory of the command.
         timeout: Seconds after which the run is ended (reason ``"timeout"``); ``None``: no limit.
         stop_event: When set from another thread, the run is ended (reason ``"stopped"``).
         grace_s: Grace periods after SIGINT and after SIGTERM during clean-up.
         clock: Monotonic clock used for the timeout and the duration (injectable for tests).
-        pass_stream: Call ``on_line(line, pipe)`` with ``pipe`` = ``"stdout"`` or ``"stderr"``, so
-            the caller can show each line on the stream it was written to.
 
     Returns:
         A :class:`ProcessOutcome`. Whatever the outcome, no process of the run is left alive.
@@ -207,10 +186,7 @@ def stream_command(
 
     def deliver(item: object) -> None:
         pipe_name, text = item  # type: ignore[misc]
-        if pass_stream:
-            on_line(text, pipe_name)  # type: ignore[call-arg]
-        else:
-            on_line(text)
+        on_line(text, pipe_name)
 
     readers = [
         threading.Thread(target=_reader, args=(pipe, lines, name), daemon=True)

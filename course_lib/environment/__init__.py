@@ -1,0 +1,1 @@
+"""The environment layer: the learner's machine — the doctor and the JupyterLab launcher."""

@@ -1,0 +1,83 @@
+"""Keras callbacks of the course: honest throughput, and the per-epoch chores of the scripts.
+
+This module imports TensorFlow (importing TensorFlow does not initialise any device, so
+``course_lib.training.devices.simulate_devices`` still works after it: tests/test_devices.py).
+
+Introduced in notebooks/02_mirrored_strategy.ipynb.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import tensorflow as tf
+
+from course_lib.training.checkpoints import save_checkpoint
+from course_lib.training.events import emit
+from course_lib.training.models import weights_digest
+from course_lib.training.seeding import reseed_dropout
+from course_lib.training.throughput import ThroughputMeter
+
+__all__ = ["Throughput", "ReseedDropout", "EvaluateEachEpoch", "CheckpointEachEpoch"]
+
+
+class Throughput(ThroughputMeter, tf.keras.callbacks.Callback):
+    """Keras callback measuring images actually processed per second.
+
+    Same constructor, hooks and summary as :class:`course_lib.training.throughput.ThroughputMeter`,
+    whose arithmetic it runs at every batch and epoch end.
+    """
+
+
+class ReseedDropout(tf.keras.callbacks.Callback):
+    """At each epoch start, reset dropout's random generators from ``(seed, epoch)``.
+
+    So a resumed run draws the masks of an uninterrupted one
+    (:func:`course_lib.training.seeding.reseed_dropout`).
+    """
+
+    def __init__(self, seed: int) -> None:
+        super().__init__()
+        self.seed = seed
+
+    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+        reseed_dropout(self.model, self.seed, epoch)
+
+
+class EvaluateEachEpoch(tf.keras.callbacks.Callback):
+    """After every epoch, evaluate on a test set and add ``test_loss``, ``test_accuracy`` and
+    ``wall_time_s`` (seconds since ``started``) to the epoch's logs (``--eval-every-epoch``).
+
+    Put it after ``MetricAverageCallback``, on rank 0 only: the keys it adds are rank 0's.
+    """
+
+    def __init__(self, test_data: Any, started: float) -> None:
+        super().__init__()
+        self.test_data, self.started = test_data, started
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        test_loss, test_acc = self.model.evaluate(self.test_data, verbose=0)
+        if logs is not None:
+            logs.update(test_loss=float(test_loss), test_accuracy=float(test_acc),
+                        wall_time_s=time.perf_counter() - self.started)
+
+
+class CheckpointEachEpoch(tf.keras.callbacks.Callback):
+    """After every epoch, save model and optimizer atomically and print the ``checkpoint`` event.
+
+    Use it on rank 0 only (:func:`course_lib.training.checkpoints.save_checkpoint`).
+    """
+
+    def __init__(self, directory: str, optimizer: Any, *, json_lines: bool = False,
+                 extra: dict[str, Any] | None = None) -> None:
+        super().__init__()
+        self.directory, self.optimizer_to_save = directory, optimizer
+        self.json_lines, self.extra = json_lines, dict(extra or {})
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        info = save_checkpoint(self.directory, model=self.model, optimizer=self.optimizer_to_save,
+                               epoch=epoch + 1, digest=weights_digest(self.model),
+                               extra=self.extra)
+        emit("checkpoint", self.json_lines, epoch=epoch + 1, path=info["path"],
+             digest=info["digest"])

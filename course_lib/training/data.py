@@ -1,0 +1,182 @@
+"""Real Fashion-MNIST as NumPy arrays, through the real loaders (tfds primary, keras alternative).
+
+On an offline machine the raw files found by :mod:`course_lib.training.fmnist_files` are handed
+to those loaders through their own mechanisms: the keras cache folder, and the tfds manual folder.
+Input pipelines (sharding, per-epoch order) live in :mod:`course_lib.training.pipeline`.
+
+Introduced in notebooks/01_data_parallelism.ipynb.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from course_lib.training.files import atomic_write_bytes
+from course_lib.training.fmnist_files import (
+    GET_DATA_HINT, IDX_SHA256, DataCorruptError, DataError, DataNotFoundError, find_raw_files,
+    stage_tfds_manual)
+
+__all__ = [
+    "TRAIN_SIZE",
+    "TEST_SIZE",
+    "NUM_CLASSES",
+    "CLASS_NAMES",
+    "DataError",
+    "DataNotFoundError",
+    "DataCorruptError",
+    "FashionMNIST",
+    "load_arrays",
+]
+
+TRAIN_SIZE = 60_000
+TEST_SIZE = 10_000
+NUM_CLASSES = 10
+CLASS_NAMES = (
+    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+    "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
+)
+class FashionMNIST(NamedTuple):
+    """The four Fashion-MNIST arrays: uint8 images (N, 28, 28) and uint8 labels (N,)."""
+
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+
+
+def _keras_cache_dir() -> Path:
+    """Folder where TF 2.15's keras ``get_file`` looks for ``fashion-mnist/<stem>.gz``."""
+    base = Path("~/.keras").expanduser()
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        pass
+    if not os.access(base, os.W_OK):  # same fallback as keras.utils.get_file
+        base = Path("/tmp/.keras")
+    return base / "datasets" / "fashion-mnist"
+
+
+def _tfds_data_dir() -> Path:
+    explicit = os.environ.get("COURSE_TFDS_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    return Path(os.environ.get("TFDS_DATA_DIR", "~/tensorflow_datasets")).expanduser()
+
+
+def _raw_dir_or_none() -> Path | None:
+    try:
+        return find_raw_files()
+    except DataNotFoundError:
+        return None
+
+
+# --------------------------------------------------------------------------- loaders
+def _load_tfds() -> FashionMNIST:
+    import tensorflow_datasets as tfds
+
+    data_dir = _tfds_data_dir()
+    manual_dir = data_dir / "downloads" / "manual"
+    builder = tfds.builder("fashion_mnist", data_dir=str(data_dir))
+    try:
+        if not builder.is_prepared():
+            raw = _raw_dir_or_none()
+            if raw is not None:
+                stage_tfds_manual(raw, manual_dir)
+            # tfds announces the one-off preparation on stdout; send it to stderr so a notebook's
+            # stdout is the same whether the data set was prepared by this call or earlier.
+            with contextlib.redirect_stdout(sys.stderr):
+                builder.download_and_prepare(
+                    download_config=tfds.download.DownloadConfig(manual_dir=str(manual_dir))
+                )
+        splits = builder.as_dataset(split=["train", "test"], batch_size=-1, as_supervised=True,
+                                    shuffle_files=False)
+    except DataError:
+        raise
+    except Exception as exc:  # tfds raises many types; report the cause, never fall back silently
+        raise DataError(
+            f"tfds could not prepare fashion_mnist in {data_dir}: {type(exc).__name__}: {exc}. "
+            f"{GET_DATA_HINT} Or use load_arrays(source='keras')."
+        ) from exc
+    (x_train, y_train), (x_test, y_test) = tfds.as_numpy(splits)
+    return FashionMNIST(x_train[..., 0], y_train, x_test[..., 0], y_test)
+
+
+def _load_keras() -> FashionMNIST:
+    import tensorflow as tf
+
+    cache = _keras_cache_dir()
+    raw = _raw_dir_or_none()
+    if raw is not None and raw.resolve() != cache.resolve():
+        for stem in IDX_SHA256:
+            target = cache / f"{stem}.gz"
+            if not target.exists():
+                atomic_write_bytes(target, (raw / f"{stem}.gz").read_bytes())
+    try:
+        (x_train, y_train), (x_test, y_test) = tf.keras.datasets.fashion_mnist.load_data()
+    except Exception as exc:
+        raise DataError(f"keras could not load fashion_mnist: {type(exc).__name__}: {exc}. "
+                        f"{GET_DATA_HINT}") from exc
+    return FashionMNIST(x_train, y_train, x_test, y_test)
+
+
+def _check_loaded(data: FashionMNIST, source: str) -> None:
+    expected = {"x_train": (TRAIN_SIZE, 28, 28), "y_train": (TRAIN_SIZE,),
+                "x_test": (TEST_SIZE, 28, 28), "y_test": (TEST_SIZE,)}
+    for name, shape in expected.items():
+        array = getattr(data, name)
+        if array.shape != shape:
+            raise DataCorruptError(f"{source} returned {name} of shape {array.shape}, expected {shape}; "
+                                   "delete its cache and load again.")
+    for name in ("y_train", "y_test"):
+        labels = getattr(data, name)
+        if labels.min() < 0 or labels.max() >= NUM_CLASSES:
+            raise DataCorruptError(f"{source} returned {name} outside 0..{NUM_CLASSES - 1}")
+
+
+def load_arrays(source: str = "tfds", *, train_subset: int | None = None,
+                test_subset: int | None = None) -> FashionMNIST:
+    """Load the real Fashion-MNIST as numpy arrays, verified.
+
+    Offline, the raw files found by :func:`find_raw_files` feed the real loaders: for tfds they
+    are restored to the upstream bytes (gzip header) and placed in the tfds manual folder
+    ``<data_dir>/downloads/manual`` (``data_dir`` = ``$COURSE_TFDS_DIR``, else ``$TFDS_DATA_DIR``,
+    else ``~/tensorflow_datasets``); tfds prepares the dataset once (about 10 s). For keras they are
+    copied to ``~/.keras/datasets/fashion-mnist`` when absent. Note that tfds stores the examples in
+    its own (fixed, deterministic) order, which differs from the IDX order keras returns; both hold
+    the same examples.
+
+    Args:
+        source: ``"tfds"`` (``tfds.load("fashion_mnist")``) or ``"keras"``
+            (``tf.keras.datasets.fashion_mnist.load_data()``).
+        train_subset: Keep only the FIRST ``train_subset`` training examples (None: all 60 000).
+        test_subset: Keep only the FIRST ``test_subset`` test examples (None: all 10 000).
+
+    Returns:
+        A :class:`FashionMNIST` of uint8 arrays, images (N, 28, 28), labels (N,).
+
+    Raises:
+        ValueError: Unknown ``source`` or a subset outside 1..split size.
+        DataError: The loader failed (the cause is in the message).
+        DataCorruptError: The loaded arrays are not the real Fashion-MNIST (shape, count, labels).
+    """
+    loaders = {"tfds": _load_tfds, "keras": _load_keras}
+    if source not in loaders:
+        raise ValueError(f"source must be 'tfds' or 'keras', got {source!r}")
+    for name, value, limit in (("train_subset", train_subset, TRAIN_SIZE),
+                               ("test_subset", test_subset, TEST_SIZE)):
+        if value is not None and (not isinstance(value, int) or not 1 <= value <= limit):
+            raise ValueError(f"{name} must be an int in 1..{limit} or None, got {value!r}")
+    data = loaders[source]()
+    _check_loaded(data, source)
+    data = FashionMNIST(*(np.asarray(a, dtype=np.uint8) for a in data))
+    if train_subset is not None:
+        data = data._replace(x_train=data.x_train[:train_subset], y_train=data.y_train[:train_subset])
+    if test_subset is not None:
+        data = data._replace(x_test=data.x_test[:test_subset], y_test=data.y_test[:test_subset])
+    return data

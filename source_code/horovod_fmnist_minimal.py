@@ -1,0 +1,92 @@
+"""Horovod, minimal: the plain Keras script plus the five Horovod changes, and nothing else.
+
+Description: a copy-to-your-cluster script. It needs only TensorFlow 2.15, Horovod and
+tensorflow-datasets (no course_lib). Every line that is there because of Horovod says
+``# Horovod``; the five changes of notebook 03 are numbered. See exactly what changed with
+``diff source_code/keras_fmnist.py source_code/horovod_fmnist_minimal.py``.
+
+How to run (prepare Fashion-MNIST once per node first:
+``python -c "import tensorflow_datasets as tfds; tfds.load('fashion_mnist')"``)::
+
+    horovodrun -np 2 python source_code/horovod_fmnist_minimal.py --epochs 1 --train-subset 6000
+"""
+
+import argparse
+import hashlib
+import json
+import math
+
+import horovod.tensorflow.keras as hvd  # Horovod
+import numpy as np
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--epochs", type=int, default=3, help="passes over the training set")
+    parser.add_argument("--batch-size", type=int, default=128, help="images per step PER WORKER")
+    parser.add_argument("--lr", type=float, default=1e-3, help="Adam's learning rate per worker")
+    parser.add_argument("--train-subset", type=int, default=60000, help="first N training images")
+    parser.add_argument("--test-subset", type=int, default=10000, help="first N test images")
+    parser.add_argument("--seed", type=int, default=42, help="seed of weights and data order")
+    return parser.parse_args()
+
+
+def images(split, n):
+    """The first n images of a Fashion-MNIST split, scaled to [0, 1]."""
+    ds = tfds.load("fashion_mnist", split=f"{split}[:{n}]", as_supervised=True, download=False)
+    return ds.map(lambda x, y: (tf.cast(x, tf.float32) / 255.0, y))
+
+
+def main():
+    args = parse_args()
+    hvd.init()  # Horovod (1/5): join the workers that horovodrun started
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:  # Horovod (2/5): pin one GPU per process: local rank i sees only GPU i
+        tf.config.set_visible_devices(gpus[hvd.local_rank()], "GPU")
+        tf.config.experimental.set_memory_growth(gpus[hvd.local_rank()], True)
+    tf.keras.utils.set_random_seed(args.seed)
+
+    train = images("train", args.train_subset)
+    train = train.shard(hvd.size(), hvd.rank())  # Horovod: each worker reads its own shard
+    train = train.shuffle(10_000, seed=args.seed).batch(args.batch_size).repeat()
+    # Horovod: one epoch = one pass over the data by ALL workers together, so each runs 1/size.
+    steps_per_epoch = math.ceil(args.train_subset / (args.batch_size * hvd.size()))
+
+    model = tf.keras.Sequential([
+        tf.keras.Input(shape=(28, 28, 1)),
+        tf.keras.layers.Conv2D(32, 3, activation="relu"),
+        tf.keras.layers.Conv2D(64, 3, activation="relu"),
+        tf.keras.layers.MaxPooling2D(2),
+        tf.keras.layers.Dropout(0.25),
+        tf.keras.layers.Flatten(),
+        tf.keras.layers.Dense(128, activation="relu"),
+        tf.keras.layers.Dropout(0.5),
+        tf.keras.layers.Dense(10),
+    ])
+    optimizer = tf.keras.optimizers.Adam(args.lr * hvd.size())  # Horovod (3/5): scale the LR
+    optimizer = hvd.DistributedOptimizer(optimizer)  # Horovod (4/5): average gradients
+    model.compile(optimizer=optimizer, metrics=["accuracy"],
+                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    callbacks = [
+        hvd.callbacks.BroadcastGlobalVariablesCallback(0),  # Horovod (5/5): rank 0's start
+        hvd.callbacks.MetricAverageCallback(),  # Horovod: log metrics averaged over workers
+    ]
+
+    model.fit(train, epochs=args.epochs, steps_per_epoch=steps_per_epoch, callbacks=callbacks,
+              verbose=2 if hvd.rank() == 0 else 0)  # Horovod: rank 0 alone logs
+
+    if hvd.rank() == 0:  # Horovod: rank 0 alone evaluates and reports
+        test = images("test", args.test_subset).batch(256)
+        loss, accuracy = model.evaluate(test, verbose=0)
+        print(json.dumps({"event": "result", "workers": hvd.size(), "test_accuracy": accuracy,
+                          "test_loss": loss}))
+    digest = hashlib.sha256(b"".join(np.ascontiguousarray(w).tobytes()
+                                     for w in model.get_weights())).hexdigest()
+    print(json.dumps({"event": "digest", "rank": hvd.rank(), "digest": digest}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""Plain Keras: the course CNN on Fashion-MNIST, on one device, with no Horovod at all.
+
+Description: the starting point of notebook 03. ``horovod_fmnist_minimal.py`` is this very
+script plus the five Horovod changes; see them with
+``diff source_code/keras_fmnist.py source_code/horovod_fmnist_minimal.py``.
+
+How to run (needs TensorFlow 2.15 and tensorflow-datasets, with Fashion-MNIST prepared once:
+``python -c "import tensorflow_datasets as tfds; tfds.load('fashion_mnist')"``)::
+
+    python source_code/keras_fmnist.py --epochs 1 --train-subset 6000
+"""
+
+import argparse
+import hashlib
+import json
+import math
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--epochs", type=int, default=3, help="passes over the training set")
+    parser.add_argument("--batch-size", type=int, default=128, help="images per step")
+    parser.add_argument("--lr", type=float, default=1e-3, help="Adam's learning rate")
+    parser.add_argument("--train-subset", type=int, default=60000, help="first N training images")
+    parser.add_argument("--test-subset", type=int, default=10000, help="first N test images")
+    parser.add_argument("--seed", type=int, default=42, help="seed of weights and data order")
+    return parser.parse_args()
+
+
+def images(split, n):
+    """The first n images of a Fashion-MNIST split, scaled to [0, 1]."""
+    ds = tfds.load("fashion_mnist", split=f"{split}[:{n}]", as_supervised=True, download=False)
+    return ds.map(lambda x, y: (tf.cast(x, tf.float32) / 255.0, y))
+
+
+def main():
+    args = parse_args()
+    tf.keras.utils.set_random_seed(args.seed)
+
+    train = images("train", args.train_subset)
+    train = train.shuffle(10_000, seed=args.seed).batch(args.batch_size).repeat()
+    steps_per_epoch = math.ceil(args.train_subset / args.batch_size)
+
+    model = tf.keras.Sequential([
+        tf.keras.Input(shape=(28, 28, 1)),
+        tf.keras.layers.Conv2D(32, 3, activation="relu"),
+        tf.keras.layers.Conv2D(64, 3, activation="relu"),
+        tf.keras.layers.MaxPooling2D(2),
+        tf.keras.layers.Dropout(0.25),
+        tf.keras.layers.Flatten(),
+        tf.keras.layers.Dense(128, activation="relu"),
+        tf.keras.layers.Dropout(0.5),
+        tf.keras.layers.Dense(10),
+    ])
+    optimizer = tf.keras.optimizers.Adam(args.lr)
+    model.compile(optimizer=optimizer, metrics=["accuracy"],
+                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    callbacks = []
+
+    model.fit(train, epochs=args.epochs, steps_per_epoch=steps_per_epoch, callbacks=callbacks,
+              verbose=2)
+
+    test = images("test", args.test_subset).batch(256)
+    loss, accuracy = model.evaluate(test, verbose=0)
+    print(json.dumps({"event": "result", "workers": 1, "test_accuracy": accuracy,
+                      "test_loss": loss}))
+    digest = hashlib.sha256(b"".join(np.ascontiguousarray(w).tobytes()
+                                     for w in model.get_weights())).hexdigest()
+    print(json.dumps({"event": "digest", "rank": 0, "digest": digest}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""Private APIs the course relies on, named one by one, so that an upgrade fails loudly here.
+
+Each test states what the course does with the private name and checks that the name still
+behaves that way; a failure means "read the upgrade notes of that package and port the code named
+in the test", not "skip the test".
+"""
+
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+
+def _run(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=240)
+
+
+def test_keras_dropout_generator_is_where_reseed_dropout_looks() -> None:
+    """course_lib.training.seeding.reseed_dropout resets ``layer._random_generator._generator``."""
+    proc = _run("""
+        import os; os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+        import numpy as np, tensorflow as tf
+        from course_lib.training import models, seeding
+        seeding.configure(0)
+        model = models.build_model(seed=0)
+        x = np.zeros((4, 28, 28, 1), np.float32)
+        assert seeding.reseed_dropout(model, 0, 3) == 2, "both dropout layers must be reseeded"
+        a = model(x + 1, training=True).numpy()
+        seeding.reseed_dropout(model, 0, 3)
+        b = model(x + 1, training=True).numpy()
+        assert np.array_equal(a, b), "the same (seed, epoch) must draw the same dropout masks"
+        seeding.reseed_dropout(model, 0, 4)
+        c = model(x + 1, training=True).numpy()
+        assert not np.array_equal(a, c), "another epoch must draw other masks"
+        print("ok")
+    """)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
+
+
+def test_reseed_dropout_refuses_to_reseed_nothing() -> None:
+    """Without tf.random.Generator-backed dropout (Keras' legacy RNG), reseeding must not pass silently."""
+    proc = _run("""
+        import os; os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+        from course_lib.training import models, seeding
+        model = models.build_model(seed=0)   # seeding.configure() NOT called: legacy stateful RNG
+        try:
+            seeding.reseed_dropout(model, 0, 0)
+        except seeding.SeedingError as exc:
+            print("raised:", exc)
+        else:
+            print("reseeded silently")
+    """)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.startswith("raised:"), proc.stdout
+
+
+def test_keras2_optimizer_internals_used_by_lars_and_lamb() -> None:
+    """LARS/LAMB (course_lib.training.optimizers) use Keras 2.15's optimizer internals:
+    ``_var_key``, ``_index_dict`` (slot index of a variable), ``_serialize_hyperparameter`` and
+    ``add_variable_from_reference``."""
+    import tensorflow as tf
+
+    from course_lib.training import optimizers
+
+    opt = optimizers.LAMB(learning_rate=0.01)
+    var = tf.Variable([[1.0, 2.0]], name="kernel")
+    opt.build([var])
+    for name in ("_var_key", "_index_dict", "_serialize_hyperparameter", "add_variable_from_reference"):
+        assert hasattr(opt, name), f"Keras' optimizer lost {name}: port course_lib/training/optimizers.py"
+    assert opt._var_key(var) in opt._index_dict, "Keras 2 keeps slot indices in _index_dict"
+    assert opt.get_config()["learning_rate"] == pytest.approx(0.01)
+
+
+def test_nbval_skip_compare_is_what_notebooks_conftest_extends() -> None:
+    """notebooks/conftest.py wraps nbval's IPyNbFile.__init__ and extends ``skip_compare``."""
+    import nbval.plugin
+
+    source = inspect.getsource(nbval.plugin.IPyNbFile.__init__)
+    assert "skip_compare" in source, "nbval no longer sets skip_compare in IPyNbFile.__init__"
+    assert "skip_compare" in inspect.getsource(nbval.plugin.IPyNbCell.compare_outputs), (
+        "nbval no longer reads skip_compare when comparing outputs")
+
+
+@pytest.mark.horovod
+def test_horovod_accumulation_counts_micro_steps_in_iterations() -> None:
+    """Horovod 0.28.1's backward_passes_per_step increments ``optimizer.iterations`` at every
+    micro-step (course_lib.lessons.ablation and notebook 04 depend on knowing this)."""
+    proc = _run("""
+        import os; os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+        import numpy as np, tensorflow as tf
+        import horovod.tensorflow.keras as hvd
+        hvd.init()
+        var = tf.Variable([1.0])
+        opt = hvd.DistributedOptimizer(tf.keras.optimizers.SGD(0.1), backward_passes_per_step=4,
+                                       average_aggregated_gradients=True)
+        for _ in range(4):
+            opt.apply_gradients([(tf.constant([1.0]), var)])
+        print(int(opt.iterations.numpy()), float(var.numpy()[0]))
+    """)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    iterations, value = proc.stdout.split()
+    assert float(value) == pytest.approx(0.9), "4 accumulated passes must make ONE update of lr*mean(g)"
+    assert int(iterations) in (1, 4), iterations
