@@ -1,0 +1,238 @@
+"""What an all-reduce costs: the alpha-beta model fitted to measured ``hvd.allreduce`` times.
+
+A ring all-reduce of S bytes over N workers sends ``2 (N - 1) / N x S`` bytes over each link
+(:func:`course_lib.lessons.concepts.allreduce_cost_table`), and pays a fixed start-up cost per
+call. The alpha-beta model says so in one line::
+
+    T(S) = alpha + 2 (N - 1) / N x S / beta
+
+alpha (seconds) is the latency: Horovod's negotiation, its cycle wait, the hops of the ring;
+beta (bytes per second) is the bandwidth each link sustains. Bandwidths follow NVIDIA's nccl-tests
+(doc/PERFORMANCE.md): algorithm bandwidth ``algbw = S / t`` and bus bandwidth
+``busbw = algbw x 2 (N - 1) / N`` (comparable across worker counts; it approaches beta).
+The measurements come from ``source_code/allreduce_bench.py`` (its ``allreduce`` JSON lines).
+
+Introduced in notebooks/05_communication.ipynb.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+__all__ = ["AlphaBeta", "ring_factor", "algorithm_bandwidth", "bus_bandwidth", "bench_table",
+           "fit_alpha_beta", "plot_fit", "check_prediction"]
+
+
+def ring_factor(workers: int) -> float:
+    """Bytes each worker sends per byte of gradient in a ring all-reduce: ``2 (N - 1) / N``.
+
+    Taken from :func:`course_lib.lessons.concepts.allreduce_cost_table` (notebook 01), so the
+    course states the formula once.
+
+    Raises:
+        ValueError: If ``workers`` is not an int >= 1.
+    """
+    from course_lib.lessons.concepts import allreduce_cost_table
+
+    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
+        raise ValueError(f"workers={workers!r} must be an int >= 1, e.g. 2")
+    return float(allreduce_cost_table(1.0, [int(workers)])["ring_mb_per_worker"].iloc[0])
+
+
+def algorithm_bandwidth(size_bytes: float, seconds: float) -> float:
+    """nccl-tests' algbw in GB/s (10^9 bytes/s): the message size over the time of one call."""
+    if seconds <= 0:
+        raise ValueError(f"seconds={seconds!r} must be > 0")
+    return size_bytes / seconds / 1e9
+
+
+def bus_bandwidth(algbw: float, workers: int) -> float:
+    """nccl-tests' busbw: ``algbw x 2 (N - 1) / N``, the rate each link of the ring carries."""
+    return algbw * ring_factor(workers)
+
+
+@dataclass(frozen=True)
+class AlphaBeta:
+    """A fitted (or assumed) alpha-beta model of one all-reduce.
+
+    Attributes:
+        alpha_s: Latency in seconds (fixed cost of one call).
+        beta_bytes_per_s: Bandwidth of one link in bytes per second.
+        workers: Worker count the model was fitted on (its alpha holds 2 (N - 1) ring hops).
+        rms_relative_error: Root-mean-square of (measured - model) / measured over the fitted
+            points; NaN for an assumed model.
+    """
+
+    alpha_s: float
+    beta_bytes_per_s: float
+    workers: int
+    rms_relative_error: float = math.nan
+
+    def predict(self, size_bytes: float | np.ndarray, workers: int | None = None) -> Any:
+        """Predicted seconds of one all-reduce of ``size_bytes`` over ``workers`` (default: fit's).
+
+        For another worker count, the bandwidth term uses that count's ``2 (N - 1) / N`` and the
+        latency scales with the ``2 (N - 1)`` hops of the ring (alpha per hop stays the same).
+        """
+        n = self.workers if workers is None else workers
+        hops = (n - 1) / (self.workers - 1) if self.workers > 1 else 1.0
+        size = np.asarray(size_bytes, dtype=float)
+        value = self.alpha_s * hops + ring_factor(n) * size / self.beta_bytes_per_s
+        return float(value) if value.ndim == 0 else value
+
+    def describe(self) -> str:
+        """One line: alpha in microseconds, beta in GB/s."""
+        return (f"alpha (latency) = {self.alpha_s * 1e6:.0f} us, beta (bandwidth) = "
+                f"{self.beta_bytes_per_s / 1e9:.3f} GB/s, fitted on {self.workers} workers")
+
+
+def bench_table(events: Iterable[Mapping[str, Any]]) -> "pandas.DataFrame":
+    """The ``allreduce`` events of ``allreduce_bench.py`` as a table, one row per message size.
+
+    Args:
+        events: Event dicts (other events are ignored), e.g. ``[e for _, e in result.events]``.
+
+    Returns:
+        Columns ``bytes``, ``median_ms``, ``q1_ms``, ``q3_ms``, ``algbw_gbps``, ``busbw_gbps``,
+        ``workers``, ``controller``, ``compression``, sorted by size.
+
+    Raises:
+        ValueError: If there is no ``allreduce`` event (was the script run with ``--json``?).
+    """
+    import pandas as pd
+
+    rows = [{"bytes": int(e["bytes"]), "median_ms": e["median_s"] * 1e3, "q1_ms": e["q1_s"] * 1e3,
+             "q3_ms": e["q3_s"] * 1e3, "algbw_gbps": e["algbw_gbps"], "busbw_gbps": e["busbw_gbps"],
+             "workers": int(e["workers"]), "controller": e["controller"],
+             "compression": e.get("compression", "none")}
+            for e in events if e.get("event") == "allreduce"]
+    if not rows:
+        raise ValueError("no 'allreduce' events: run source_code/allreduce_bench.py with --json")
+    return pd.DataFrame(rows).sort_values("bytes", ignore_index=True)
+
+
+def fit_alpha_beta(sizes_bytes: Sequence[float], seconds: Sequence[float],
+                   workers: int) -> AlphaBeta:
+    """Fit ``T(S) = alpha + 2 (N - 1) / N x S / beta`` to measured medians.
+
+    The fit minimises *relative* errors (each point weighted by 1 / T), so that the small
+    messages, whose times are a thousand times shorter, count as much as the large ones — what
+    a log-log plot shows. A negative intercept is clamped to alpha = 0.
+
+    Args:
+        sizes_bytes: Message sizes S (bytes), at least two distinct ones.
+        seconds: Median time of one all-reduce at each size.
+        workers: Number of workers N of the measurement (>= 2).
+
+    Returns:
+        The fitted :class:`AlphaBeta`.
+
+    Raises:
+        ValueError: Fewer than two distinct sizes, lengths differ, a value is not positive, or
+            the times do not grow with the size (no bandwidth can be fitted).
+    """
+    s = np.asarray(sizes_bytes, dtype=float)
+    t = np.asarray(seconds, dtype=float)
+    if s.shape != t.shape or s.ndim != 1:
+        raise ValueError(f"give one time per size: {s.shape} sizes vs {t.shape} times")
+    if len(np.unique(s)) < 2:
+        raise ValueError("need at least two distinct message sizes to fit alpha and beta")
+    if not (np.all(s > 0) and np.all(t > 0) and np.all(np.isfinite(t))):
+        raise ValueError("sizes and times must be positive and finite")
+    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 2:
+        raise ValueError(f"workers={workers!r}: an all-reduce model needs N >= 2 workers")
+    factor = ring_factor(workers)
+    design = np.column_stack([np.ones_like(s), factor * s]) / t[:, None]
+    (alpha, inv_beta), *_ = np.linalg.lstsq(design, np.ones_like(t), rcond=None)
+    if alpha < 0:  # latency cannot be negative: refit the slope alone
+        alpha = 0.0
+        x = factor * s / t
+        inv_beta = float(x @ np.ones_like(t) / (x @ x))
+    if inv_beta <= 0:
+        raise ValueError("the times do not grow with the message size, so no bandwidth can be "
+                         "fitted; measure larger messages (e.g. --max-bytes 67108864)")
+    model = alpha + factor * s * inv_beta
+    rms = float(np.sqrt(np.mean(((t - model) / t) ** 2)))
+    return AlphaBeta(float(alpha), float(1.0 / inv_beta), int(workers), rms)
+
+
+def plot_fit(table: "pandas.DataFrame", fits: Mapping[str, AlphaBeta], ax: Any = None) -> Any:
+    """Log-log plot of measured all-reduce times (median, IQR bars) and each fitted model.
+
+    Args:
+        table: Rows of :func:`bench_table`, possibly of several controllers (one colour each).
+        fits: ``{controller: AlphaBeta}``; the model line of each is drawn over its points.
+        ax: A matplotlib Axes; a new figure when ``None``.
+
+    Returns:
+        The Axes (display its figure; do not return it bare from a cell).
+    """
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4.5))
+    sizes = np.geomspace(table["bytes"].min(), table["bytes"].max(), 100)
+    for i, (name, group) in enumerate(table.groupby("controller", sort=True)):
+        colour = f"C{i}"
+        err = [group["median_ms"] - group["q1_ms"], group["q3_ms"] - group["median_ms"]]
+        ax.errorbar(group["bytes"], group["median_ms"], yerr=err, fmt="o", color=colour,
+                    capsize=3, label=f"{name}: measured (median, IQR)")
+        if name in fits:
+            fit = fits[name]
+            ax.plot(sizes, fit.predict(sizes) * 1e3, "-", color=colour,
+                    label=f"{name}: alpha={fit.alpha_s * 1e6:.0f} us, "
+                          f"beta={fit.beta_bytes_per_s / 1e9:.2f} GB/s")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("message size S (bytes)")
+    ax.set_ylabel("time of one all-reduce (ms)")
+    ax.set_title("hvd.allreduce on this machine vs T(S) = alpha + 2(N-1)/N * S / beta")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return ax
+
+
+def check_prediction(answer_s: float | None, *, fit: AlphaBeta, size_bytes: float, workers: int,
+                     measured_s: float | None = None, measured_iqr_s: tuple[float, float] | None
+                     = None, rel_tol: float = 0.05) -> bool:
+    """Self-check: does the learner's predicted all-reduce time match the fitted model?
+
+    Prints a verdict; when a measured time is given, also how far the model is from it.
+
+    Args:
+        answer_s: The learner's prediction in seconds; ``None``: not answered yet.
+        fit: The model fitted in the notebook.
+        size_bytes: Gradient size in bytes (parameters x 4 for float32).
+        workers: Worker count of the question.
+        measured_s: Median measured time of that all-reduce, if it was run.
+        measured_iqr_s: ``(q1, q3)`` of that measurement.
+        rel_tol: Accepted relative difference between the answer and the model.
+
+    Returns:
+        True when the answer is within ``rel_tol`` of the model's prediction.
+    """
+    expected = fit.predict(size_bytes, workers)
+    if answer_s is None:
+        print("[05.predict] not answered yet — set `answer` in the cell above and run both cells.")
+        return False
+    try:
+        value = float(answer_s)
+    except (TypeError, ValueError):
+        print(f"[05.predict] not yet: {answer_s!r} is not a number of seconds.")
+        return False
+    ok = math.isfinite(value) and abs(value - expected) <= rel_tol * expected
+    if ok:
+        print("[05.predict] correct: your prediction matches the fitted model.")
+    else:
+        print(f"[05.predict] not yet: {value:.6g} s. Hint: alpha + 2 (N - 1) / N x S / beta, with "
+              "S in bytes, beta in bytes per second and alpha in seconds.")
+    if measured_s is not None:
+        off = (expected - measured_s) / measured_s
+        inside = measured_iqr_s is not None and measured_iqr_s[0] <= expected <= measured_iqr_s[1]
+        print(f"model {expected * 1e3:.2f} ms vs measured {measured_s * 1e3:.2f} ms "
+              f"({off:+.0%}); model inside the measured IQR: {inside}")
+    return ok

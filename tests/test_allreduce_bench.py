@@ -1,0 +1,86 @@
+"""Tests of source_code/allreduce_bench.py: its flags, and a real 2-worker run (Gloo)."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+
+from course_lib.lessons import allreduce_model
+from course_lib.runner.launch import run_horovod
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "source_code" / "allreduce_bench.py"
+
+
+def _load_bench():
+    spec = importlib.util.spec_from_file_location("allreduce_bench", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_default_sizes_are_powers_of_4_from_4k_to_64m():
+    bench = _load_bench()
+    args = bench.parse_args([])
+    assert args.sizes == [4096 * 4 ** k for k in range(8)]
+    assert args.sizes[-1] == 64 * 2 ** 20
+    assert bench.parse_args(["--min-bytes", "8", "--max-bytes", "64", "--factor", "2"]).sizes == [
+        8, 16, 32, 64]
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--min-bytes", "6"], "multiple of 4"),
+    (["--max-bytes", "0"], "integer >= 1"),
+    (["--min-bytes", "8192", "--max-bytes", "4096"], "must not exceed --max-bytes"),
+    (["--factor", "1"], "at least 2"),
+    (["--repeats", "0"], "integer >= 1"),
+    (["--compression", "int8"], "invalid choice"),
+])
+def test_bad_flags_fail_before_horovod_starts(flags, message):
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, str(BENCH), *flags], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT)
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+    assert time.monotonic() - started < 20  # argparse only: TensorFlow was never imported
+
+
+@pytest.mark.horovod
+def test_two_workers_report_every_size_and_leave_nothing(tmp_path):
+    mark = f"bench-{uuid.uuid4().hex}"
+    timeline = tmp_path / f"{mark}.json"
+    result = run_horovod(BENCH, 2, ["--json", "--min-bytes", "4096", "--max-bytes", "1048576",
+                                    "--repeats", "3", "--warmup", "1"],
+                         env={"TF_CPP_MIN_LOG_LEVEL": "2", "HOROVOD_CYCLE_TIME": "1"},
+                         extra_horovodrun_args=["--timeline-filename", str(timeline)],
+                         show="none", timeout=240, cwd=ROOT)
+    events = [e for rank, e in result.events if rank == 0]
+    config = next(e for e in events if e["event"] == "config")
+    assert (config["workers"], config["controller"], config["cycle_time_ms"]) == (2, "gloo", "1")
+    rows = [e for e in events if e["event"] == "allreduce"]
+    assert [e["bytes"] for e in rows] == [4096, 16384, 65536, 262144, 1048576]
+    for e in rows:
+        assert 0 < e["q1_s"] <= e["median_s"] <= e["q3_s"]
+        assert e["algbw_gbps"] == pytest.approx(e["bytes"] / e["median_s"] / 1e9)
+        assert e["busbw_gbps"] == pytest.approx(e["algbw_gbps"])  # 2 (N - 1) / N = 1 for N = 2
+        assert (e["workers"], e["controller"], e["compression"]) == (2, "gloo", "none")
+    assert any(e["event"] == "done" for e in events)
+    assert not [e for rank, e in result.events if rank != 0]  # rank 0 alone prints
+    assert list(allreduce_model.bench_table(events)["bytes"]) == [e["bytes"] for e in rows]
+    from course_lib.lessons import timeline as tl
+    assert "ALLREDUCE" in set(tl.phase_table(tl.read_timeline(timeline))["phase"])
+    # No process of the run is left.
+    assert len(result.pids) >= 3
+    alive = [p for p in result.pids if psutil.pid_exists(p)
+             and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    assert alive == []
+    assert not [p for p in psutil.process_iter(["cmdline"])
+                if any(mark in a for a in (p.info["cmdline"] or ()))]
