@@ -43,8 +43,8 @@ def images(split, n):
 def main():
     args = parse_args()
     hvd.init()  # Horovod (1/5): join the workers that horovodrun started
-    gpus = tf.config.list_physical_devices("GPU")
-    if gpus:  # Horovod (2/5): pin one GPU per process: local rank i sees only GPU i
+    gpus = tf.config.list_physical_devices("GPU")  # Horovod (2/5): pin one GPU per process,
+    if gpus:  # Horovod: local rank i sees only GPU i (as /gpu:0)
         tf.config.set_visible_devices(gpus[hvd.local_rank()], "GPU")
         tf.config.experimental.set_memory_growth(gpus[hvd.local_rank()], True)
     tf.keras.utils.set_random_seed(args.seed)
@@ -70,10 +70,8 @@ def main():
     optimizer = hvd.DistributedOptimizer(optimizer)  # Horovod (4/5): average gradients
     model.compile(optimizer=optimizer, metrics=["accuracy"],
                   loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    callbacks = [
-        hvd.callbacks.BroadcastGlobalVariablesCallback(0),  # Horovod (5/5): rank 0's start
-        hvd.callbacks.MetricAverageCallback(),  # Horovod: log metrics averaged over workers
-    ]
+    callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0),  # Horovod (5/5): rank 0's start
+                 hvd.callbacks.MetricAverageCallback()]  # Horovod: log metrics averaged over workers
 
     model.fit(train, epochs=args.epochs, steps_per_epoch=steps_per_epoch, callbacks=callbacks,
               verbose=2 if hvd.rank() == 0 else 0)  # Horovod: rank 0 alone logs

@@ -57,17 +57,26 @@ def test_constraints_hold_the_measured_stack(constraints: dict[str, str]) -> Non
         assert constraints.get(name) == version, f"{name} must be pinned to {version} in {CONSTRAINTS}"
 
 
-def test_pyproject_agrees_with_constraints(constraints: dict[str, str]) -> None:
+def test_pyproject_ranges_admit_the_locked_versions(constraints: dict[str, str]) -> None:
+    """pyproject.toml states ranges (what the library needs); the lock alone pins."""
+    from packaging.requirements import Requirement
+
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     lines = list(project["dependencies"])
     for extra in project["optional-dependencies"].values():
         lines.extend(extra)
-    pins = _pins(lines)
-    assert pins, "pyproject.toml lists no pins"
-    for name, version in pins.items():
+    assert lines, "pyproject.toml lists no requirements"
+    for line in lines:
+        requirement = Requirement(line)
+        assert not any(spec.operator == "==" for spec in requirement.specifier), (
+            f"pyproject.toml pins {line}: exact versions belong in {CONSTRAINTS.name} only")
+        name = _norm(requirement.name)
         if name == "tensorflow":  # the [and-cuda] build shares tensorflow-cpu's version
             name = "tensorflow-cpu"
-        assert constraints.get(name) == version, f"pyproject.toml pins {name}=={version}, constraints differ"
+        locked = constraints.get(name)
+        assert locked is not None, f"{requirement.name} is required but not locked in {CONSTRAINTS.name}"
+        assert requirement.specifier.contains(locked, prereleases=True), (
+            f"pyproject.toml requires {line} but the lock has {name}=={locked}")
 
 
 def test_environment_yml_agrees_with_constraints(constraints: dict[str, str]) -> None:

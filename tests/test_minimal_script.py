@@ -29,14 +29,16 @@ def _code_lines(path: Path) -> list[str]:
 
 def test_the_minimal_script_adds_only_horovod_lines() -> None:
     diff = list(difflib.unified_diff(_code_lines(PLAIN), _code_lines(MINIMAL), lineterm="", n=0))
+    plain = {line.strip() for line in _code_lines(PLAIN)}
     added = [line[1:] for line in diff if line.startswith("+") and not line.startswith("+++")]
     assert added, "the scripts are identical"
+    added = [line for line in added if line.strip() not in plain]  # re-indented, not new
     # An added line either says "# Horovod" or continues a statement that does (a multi-line call).
     unexplained = [line for line in added
                    if "Horovod" not in line and not line.strip().startswith(("]", ")"))
                    and "hvd." not in line and "help=" not in line]
     assert not unexplained, f"lines added without a '# Horovod' reason: {unexplained}"
-    assert "course_lib" not in MINIMAL.read_text(), "the minimal script must not need course_lib"
+    assert "import course_lib" not in MINIMAL.read_text() and "from course_lib" not in MINIMAL.read_text()
 
 
 @pytest.mark.parametrize("path", [MINIMAL, COURSE], ids=["minimal", "course"])

@@ -88,7 +88,7 @@ PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 # --- 3. the pinned stack ------------------------------------------------------------------------------
 say "installing the pinned stack ($variant build of TensorFlow $(pin tensorflow-cpu))"
 "${PIP[@]}" install -q "pip==$(pin pip)" "setuptools==$(pin setuptools)" "wheel==$(pin wheel)"
-"${PIP[@]}" install -q -c "$CONSTRAINTS" -e "$ROOT[$variant,test]"
+"${PIP[@]}" install -q -c "$CONSTRAINTS" -e "$ROOT[$variant,lab,test]"
 
 # --- 4. Horovod, compiled against this TensorFlow ------------------------------------------------------
 HVD_VERSION=$(pin horovod)
