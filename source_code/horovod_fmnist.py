@@ -54,10 +54,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "before each update (global batch = batch x workers x this)")
     parser.add_argument("--threads-per-worker", type=positive_int, default=None,
                         help="CPU threads of each worker (default: cores / workers on the host)")
-    parser.add_argument("--train-subset", type=positive_int, default=None,
-                        help="train on the first N training images only (default: all 60000)")
-    parser.add_argument("--test-subset", type=positive_int, default=None,
-                        help="evaluate on the first N test images only (default: all 10000)")
+    flags.add_data_flags(parser)
     parser.add_argument("--eval-every-epoch", action="store_true",
                         help="rank 0 evaluates on the test set after every epoch and adds "
                         "test_loss, test_accuracy and wall_time_s (since start) to the epoch line")
@@ -66,16 +63,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--resume", action="store_true",
                         help="continue from the last complete epoch in --checkpoint-dir (any "
                         "number of workers: rank 0 restores, then broadcasts)")
-    parser.add_argument("--seed", type=int, default=42,
-                        help="seed of the weights, the data order and dropout")
-    parser.add_argument("--mixed-precision", action="store_true",
-                        help="compute in float16 (mixed_float16; useful on GPUs only)")
-    parser.add_argument("--deterministic", action="store_true",
-                        help="enable TensorFlow op determinism (bit-identical reruns, slower)")
-    parser.add_argument("--json", action="store_true",
-                        help="print JSON lines (config, epoch, checkpoint, result, digest)")
-    parser.add_argument("--throughput-warmup-epochs", type=non_negative_int, default=1,
-                        help="first epochs left out of the images/s mean (tracing, caches)")
+    flags.add_run_flags(parser)
     parser.add_argument("--fp16-allreduce", action="store_true",
                         help="send gradients as float16 in the all-reduce (hvd.Compression.fp16; "
                         "pays on slow links between GPUs, not on one CPU host)")

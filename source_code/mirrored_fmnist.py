@@ -22,7 +22,7 @@ import time
 
 from course_lib.training import epochs, flags
 from course_lib.training.events import emit
-from course_lib.training.flags import non_negative_int, positive_float, positive_int
+from course_lib.training.flags import positive_float, positive_int
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -46,19 +46,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="halve the learning rate when the loss stops improving")
     parser.add_argument("--optimizer", choices=flags.OPTIMIZERS, default="adam",
                         help="adam, sgd (momentum 0.9), lars or lamb (course_lib.training.optimizers)")
-    parser.add_argument("--train-subset", type=positive_int, default=None,
-                        help="train on the first N training images only (default: all 60000)")
-    parser.add_argument("--test-subset", type=positive_int, default=None,
-                        help="evaluate on the first N test images only (default: all 10000)")
-    parser.add_argument("--seed", type=int, default=42, help="seed of weights and data order")
-    parser.add_argument("--mixed-precision", action="store_true",
-                        help="compute in float16 (mixed_float16; useful on GPUs only)")
-    parser.add_argument("--deterministic", action="store_true",
-                        help="enable TensorFlow op determinism (slower)")
-    parser.add_argument("--json", action="store_true",
-                        help="print JSON lines (config, epoch, result, digest)")
-    parser.add_argument("--throughput-warmup-epochs", type=non_negative_int, default=1,
-                        help="first epochs left out of the images/s mean (tracing, caches)")
+    flags.add_data_flags(parser)
+    flags.add_run_flags(parser)
     return parser.parse_args(argv)
 
 

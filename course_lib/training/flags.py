@@ -12,7 +12,8 @@ import argparse
 import math
 from typing import Any
 
-__all__ = ["OPTIMIZERS", "HelpFormatter", "positive_int", "non_negative_int", "positive_float"]
+__all__ = ["OPTIMIZERS", "HelpFormatter", "positive_int", "non_negative_int", "positive_float",
+           "add_data_flags", "add_run_flags"]
 
 OPTIMIZERS = ("adam", "sgd", "lars", "lamb")
 
@@ -57,3 +58,34 @@ def positive_float(text: str) -> float:
     if value == 0.0:
         raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
     return value
+
+
+def add_data_flags(parser: argparse.ArgumentParser) -> None:
+    """Add ``--train-subset`` and ``--test-subset`` (the first N images of each split).
+
+    Args:
+        parser: The script's parser.
+    """
+    parser.add_argument("--train-subset", type=positive_int, default=None,
+                        help="train on the first N training images only (default: all 60000)")
+    parser.add_argument("--test-subset", type=positive_int, default=None,
+                        help="evaluate on the first N test images only (default: all 10000)")
+
+
+def add_run_flags(parser: argparse.ArgumentParser) -> None:
+    """Add the flags every course script shares: seed, precision, determinism, JSON lines, and the
+    epochs left out of the throughput mean.
+
+    Args:
+        parser: The script's parser.
+    """
+    parser.add_argument("--seed", type=int, default=42,
+                        help="seed of the weights, the data order and dropout")
+    parser.add_argument("--mixed-precision", action="store_true",
+                        help="compute in float16 (mixed_float16; useful on GPUs only)")
+    parser.add_argument("--deterministic", action="store_true",
+                        help="enable TensorFlow op determinism (bit-identical reruns, slower)")
+    parser.add_argument("--json", action="store_true",
+                        help="print JSON lines (config, epoch, ..., result, digest: docs/architecture.md)")
+    parser.add_argument("--throughput-warmup-epochs", type=non_negative_int, default=1,
+                        help="first epochs left out of the images/s mean (tracing, caches)")
