@@ -30,9 +30,15 @@ def fmnist(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def fmnist_tfds(tmp_path_factory):
+def tfds_home(tmp_path_factory):
+    """A fresh HOME whose ``tensorflow_datasets`` folder the ``fmnist_tfds`` load prepared."""
+    return tmp_path_factory.mktemp("tfds_home")
+
+
+@pytest.fixture(scope="session")
+def fmnist_tfds(tfds_home):
     """The full real Fashion-MNIST via tfds, prepared (~10-30 s) in a fresh data_dir."""
-    return _load("tfds", tmp_path_factory.mktemp("tfds_home"))
+    return _load("tfds", tfds_home)
 
 
 @pytest.fixture(scope="session")

@@ -236,3 +236,69 @@ def test_importing_course_lib_modules_does_not_import_tensorflow():
             "assert 'tensorflow' not in sys.modules, 'tensorflow imported'\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+# ----------------------------------------------------------------- content verification (issue 20)
+def test_sorted_rows_digests_are_those_of_the_raw_files():
+    folder = fmnist_files.find_raw_files()
+    for split, expected in fmnist_files.SORTED_ROWS_SHA256.items():
+        images = gzip.decompress((folder / f"{split}-images-idx3-ubyte.gz").read_bytes())
+        labels = gzip.decompress((folder / f"{split}-labels-idx1-ubyte.gz").read_bytes())
+        assert hashlib.sha256(images).hexdigest() == fmnist_files.IDX_SHA256[f"{split}-images-idx3-ubyte"]
+        x = np.frombuffer(images, np.uint8, offset=16).reshape(-1, 28, 28)
+        y = np.frombuffer(labels, np.uint8, offset=8)
+        assert data.idx_sha256(x) == fmnist_files.IDX_SHA256[f"{split}-images-idx3-ubyte"]
+        assert data.idx_sha256(y) == fmnist_files.IDX_SHA256[f"{split}-labels-idx1-ubyte"]
+        assert data.sorted_rows_sha256(x, y) == expected
+        # order-free, but not blind: a permutation keeps it, one changed pixel or label does not
+        perm = np.random.default_rng(0).permutation(len(y))
+        assert data.sorted_rows_sha256(x[perm], y[perm]) == expected
+        flipped = x.copy()
+        flipped[7, 14, 14] ^= 1
+        assert data.sorted_rows_sha256(flipped, y) != expected
+        assert data.idx_sha256(flipped) != fmnist_files.IDX_SHA256[f"{split}-images-idx3-ubyte"]
+        relabelled = y.copy()
+        relabelled[3] = (relabelled[3] + 1) % 10
+        assert data.sorted_rows_sha256(x, relabelled) != expected
+
+
+def test_keras_cache_with_one_flipped_pixel_is_refused(fmnist, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    data.load_arrays("keras", test_subset=10)  # fills ~/.keras from the raw files, verified
+    cached = tmp_path / ".keras" / "datasets" / "fashion-mnist" / "train-images-idx3-ubyte.gz"
+    raw = bytearray(gzip.decompress(cached.read_bytes()))
+    raw[16 + 5 * 784 + 400] ^= 0x01  # one pixel of the sixth image, least significant bit
+    cached.write_bytes(gzip.compress(bytes(raw)))
+    with pytest.raises(data.DataCorruptError, match="train-images-idx3-ubyte") as info:
+        data.load_arrays("keras", train_subset=10)
+    assert str(cached) in str(info.value) and "delete" in str(info.value)
+    cached.unlink()  # the remedy the message gives: the intact raw file is copied back
+    assert np.array_equal(data.load_arrays("keras").x_train, fmnist.x_train)
+
+
+def _rewrite_first_record_with_a_flipped_pixel(tfrecord):
+    import tensorflow as tf
+
+    records = [bytes(r) for r in tf.data.TFRecordDataset(str(tfrecord)).as_numpy_iterator()]
+    example = tf.train.Example.FromString(records[0])
+    feature = example.features.feature["image"].bytes_list
+    image = tf.io.decode_png(feature.value[0]).numpy()
+    image[14, 14, 0] ^= 0x01
+    feature.value[0] = tf.io.encode_png(image).numpy()
+    records[0] = example.SerializeToString()
+    with tf.io.TFRecordWriter(str(tfrecord)) as writer:  # valid CRCs: only the content is wrong
+        for record in records:
+            writer.write(record)
+
+
+def test_tfds_files_with_one_flipped_pixel_are_refused(fmnist_tfds, tfds_home, tmp_path, monkeypatch):
+    data_dir = tmp_path / "tensorflow_datasets"
+    shutil.copytree(tfds_home / "tensorflow_datasets" / "fashion_mnist", data_dir / "fashion_mnist")
+    monkeypatch.setenv("TFDS_DATA_DIR", str(data_dir))
+    monkeypatch.delenv("COURSE_TFDS_DIR", raising=False)
+    assert np.array_equal(data.load_arrays("tfds").y_test, fmnist_tfds.y_test)  # the copy is intact
+    [shard] = (data_dir / "fashion_mnist").glob("*/fashion_mnist-test.tfrecord*")
+    _rewrite_first_record_with_a_flipped_pixel(shard)
+    with pytest.raises(data.DataCorruptError, match="t10k") as info:
+        data.load_arrays("tfds")
+    assert str(data_dir / "fashion_mnist") in str(info.value)

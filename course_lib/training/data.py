@@ -10,7 +10,9 @@ Introduced in notebooks/01_data_parallelism.ipynb.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
+import struct
 import sys
 from pathlib import Path
 from typing import NamedTuple
@@ -19,8 +21,8 @@ import numpy as np
 
 from course_lib.training.files import atomic_write_bytes
 from course_lib.training.fmnist_files import (
-    GET_DATA_HINT, IDX_SHA256, DataCorruptError, DataError, DataNotFoundError, find_raw_files,
-    stage_tfds_manual)
+    GET_DATA_HINT, IDX_SHA256, SORTED_ROWS_SHA256, DataCorruptError, DataError, DataNotFoundError,
+    find_raw_files, stage_tfds_manual)
 
 __all__ = [
     "TRAIN_SIZE",
@@ -32,6 +34,8 @@ __all__ = [
     "DataCorruptError",
     "FashionMNIST",
     "load_arrays",
+    "idx_sha256",
+    "sorted_rows_sha256",
 ]
 
 TRAIN_SIZE = 60_000
@@ -137,6 +141,63 @@ def _check_loaded(data: FashionMNIST, source: str) -> None:
         labels = getattr(data, name)
         if labels.min() < 0 or labels.max() >= NUM_CLASSES:
             raise DataCorruptError(f"{source} returned {name} outside 0..{NUM_CLASSES - 1}")
+    _check_content(data, source)
+
+
+# --------------------------------------------------------------------------- content digests
+def idx_sha256(array: np.ndarray) -> str:
+    """sha256 of the IDX file that holds ``array`` (uint8 images (N, 28, 28) or labels (N,)).
+
+    The IDX header (magic number, dimensions) is rebuilt in front of the array's bytes, so the digest
+    equals the one of the decompressed raw file when the array holds exactly its examples, in order.
+
+    Args:
+        array: Images or labels, in the file's (IDX) order.
+
+    Returns:
+        The hex digest, comparable with :data:`course_lib.training.fmnist_files.IDX_SHA256`.
+    """
+    array = np.ascontiguousarray(array, dtype=np.uint8)
+    magic = 0x0800 + array.ndim  # 0x0803: uint8 with 3 dimensions (images), 0x0801: labels
+    header = struct.pack(f">{1 + array.ndim}I", magic, *array.shape)
+    return hashlib.sha256(header + array.tobytes()).hexdigest()
+
+
+def sorted_rows_sha256(images: np.ndarray, labels: np.ndarray) -> str:
+    """Order-free digest of a split: sha256 of its (784 pixels + label) rows sorted bytewise.
+
+    Args:
+        images: uint8 (N, 28, 28), in any order.
+        labels: uint8 (N,), in the same order as ``images``.
+
+    Returns:
+        The hex digest, comparable with :data:`course_lib.training.fmnist_files.SORTED_ROWS_SHA256`.
+    """
+    rows = np.concatenate([np.asarray(images, np.uint8).reshape(len(images), -1),
+                           np.asarray(labels, np.uint8).reshape(-1, 1)], axis=1)
+    rows = np.ascontiguousarray(rows).view(f"V{rows.shape[1]}").ravel()
+    return hashlib.sha256(np.sort(rows).tobytes()).hexdigest()
+
+
+def _check_content(data: FashionMNIST, source: str) -> None:
+    """Raise DataCorruptError unless every array holds the published bytes (about 0.1 s; tfds 0.5 s)."""
+    if source == "keras":  # IDX order: each array is one raw file's data
+        bad = [stem for stem, array in (("train-images-idx3-ubyte", data.x_train),
+                                        ("train-labels-idx1-ubyte", data.y_train),
+                                        ("t10k-images-idx3-ubyte", data.x_test),
+                                        ("t10k-labels-idx1-ubyte", data.y_test))
+               if idx_sha256(array) != IDX_SHA256[stem]]
+        where = ", ".join(str(_keras_cache_dir() / f"{stem}.gz") for stem in bad)
+        remedy = f"delete {where} and load again (the intact raw files are copied back)"
+    else:  # tfds keeps its own order: compare the order-free digest of each split
+        bad = [split for split, x, y in (("train", data.x_train, data.y_train),
+                                         ("t10k", data.x_test, data.y_test))
+               if sorted_rows_sha256(x, y) != SORTED_ROWS_SHA256[split]]
+        where = _tfds_data_dir() / "fashion_mnist"
+        remedy = f"delete {where} and load again (tfds prepares it afresh)"
+    if bad:
+        raise DataCorruptError(f"{source} returned data that differ from the published Fashion-MNIST "
+                               f"({', '.join(bad)}: sha256 mismatch); {remedy}.")
 
 
 def load_arrays(source: str = "tfds", *, train_subset: int | None = None,
@@ -163,7 +224,9 @@ def load_arrays(source: str = "tfds", *, train_subset: int | None = None,
     Raises:
         ValueError: Unknown ``source`` or a subset outside 1..split size.
         DataError: The loader failed (the cause is in the message).
-        DataCorruptError: The loaded arrays are not the real Fashion-MNIST (shape, count, labels).
+        DataCorruptError: The loaded arrays are not the real Fashion-MNIST: shape, label range, or
+            content (sha256 of the arrays, checked on every load: a cache with one changed pixel
+            is refused).
     """
     loaders = {"tfds": _load_tfds, "keras": _load_keras}
     if source not in loaders:

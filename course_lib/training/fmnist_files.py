@@ -21,6 +21,8 @@ from course_lib.training.files import atomic_write_bytes
 
 __all__ = [
     "IDX_SHA256",
+    "IDX_HEADER_BYTES",
+    "SORTED_ROWS_SHA256",
     "SYSTEM_DATA_DIRS",
     "GET_DATA_HINT",
     "DataError",
@@ -38,6 +40,15 @@ IDX_SHA256: dict[str, str] = {
     "t10k-labels-idx1-ubyte": "0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34",
     "train-images-idx3-ubyte": "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888",
     "train-labels-idx1-ubyte": "bad3541b69d912435c50bb6ba87bec294ff4f6a2e1246121d8633921760443d9",
+}
+#: Length of each IDX header (magic number and dimensions) before the uint8 data.
+IDX_HEADER_BYTES: dict[str, int] = {"images": 16, "labels": 8}
+#: sha256 of each split's examples in sorted order (row = 784 pixel bytes + 1 label byte, rows sorted
+#: bytewise): an order-free digest of the same IDX content, for loaders (tfds) that reorder examples.
+#: Computed from the four files of :data:`IDX_SHA256`; tests/test_data.py recomputes it from them.
+SORTED_ROWS_SHA256: dict[str, str] = {
+    "train": "4bc58f5926b1420d49344d02d6e71205a6644e54f0d302bc45b3918681b3998e",
+    "t10k": "81875622ad6afb3e0bbaab6b5725f6f1d7759c18ac59f6306006d04c25bd7d29",
 }
 #: Folders searched after ``$COURSE_DATA_DIR`` (``~`` is expanded at search time).
 SYSTEM_DATA_DIRS: list[str] = ["/usr/share/datasets/fashion-mnist", "~/.keras/datasets/fashion-mnist"]
