@@ -101,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     import horovod.tensorflow.keras as hvd
     import tensorflow as tf
 
-    from course_lib.training import callbacks, data, devices, models, optimizers, pipeline, report
+    from course_lib.training import (accumulation, callbacks, data, devices, models, optimizers,
+                                     pipeline, report)
 
     gpus = tf.config.list_physical_devices("GPU")  # lists devices without initialising them
     if not gpus:  # Horovod: on CPU hosts the background thread polls every 5 ms, not 1 ms (notebook 05)
@@ -138,14 +139,19 @@ def main(argv: list[str] | None = None) -> int:
 
     model = models.build_model(seed=args.seed, mixed_precision=args.mixed_precision)
     optimizer = optimizers.get_optimizer(args.optimizer, lr)
-    if not args.no_distributed_optimizer:  # Horovod (4/5): average the gradients of all workers
-        optimizer = hvd.DistributedOptimizer(  # (and of k accumulated batches) before each update
-            optimizer, backward_passes_per_step=k, average_aggregated_gradients=True,
-            compression=hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none)
+    compression = hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none
+    if k == 1 and not args.no_distributed_optimizer:  # Horovod (4/5): average the gradients of
+        optimizer = hvd.DistributedOptimizer(optimizer, compression=compression)  # all workers
     if args.mixed_precision:
         optimizer = tf.keras.mixed_precision.LossScaleOptimizer(optimizer)
     models.compile_model(model, optimizer)
     optimizer.build(model.trainable_variables)  # slots exist before restore and broadcast
+    if k > 1:  # Horovod (4/5) with accumulation: sum k batches, then average them and the workers
+        # once per update (course code: Horovod's own backward_passes_per_step would advance
+        # optimizer.iterations k times per update, which Adam's and LAMB's bias correction read).
+        accumulation.accumulate_gradients(model, k, all_reduce=None if args.no_distributed_optimizer
+                                          else lambda grads: hvd_tf.grouped_allreduce(
+                                              grads, op=hvd_tf.Average, compression=compression))
     if args.resume and rank == 0:
         digest = checkpoints.restore_checkpoint(args.resume_from, model=model, optimizer=optimizer)
         print(f"Resumed from {args.resume_from['path']} after epoch {start_epoch}", flush=True)

@@ -156,3 +156,50 @@ def test_horovod_wrapped_optimizer_is_refused() -> None:
     """)], capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "refused: the optimizer is wrapped by hvd.DistributedOptimizer" in proc.stdout
+
+
+@pytest.mark.horovod
+def test_script_two_workers_accumulate_and_stay_identical(tmp_path) -> None:
+    """horovodrun -np 2 with --backward-passes-per-step 2: one all-reduce per update, same weights
+    on both ranks, Adam's counter = updates; no process outlives the run."""
+    import json
+    import re
+    import signal
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    horovodrun = Path(sys.executable).parent / "horovodrun"
+    assert horovodrun.exists(), "horovodrun is missing: run `make setup` (tools/setup.sh)"
+    marker = str(tmp_path / "ckpt")
+    cmd = [str(horovodrun), "-np", "2", "--gloo", sys.executable,
+           str(root / "source_code" / "horovod_fmnist.py"), "--train-subset", "512",
+           "--test-subset", "256", "--batch-size", "32", "--backward-passes-per-step", "2",
+           "--epochs", "1", "--json", "--deterministic", "--threads-per-worker", "1",
+           "--checkpoint-dir", marker]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            cwd=root, env=env, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=30)
+    assert proc.returncode == 0, out[-4000:]
+    events = [json.loads(re.sub(r"^\[\d+\]<stdout>:", "", line))
+              for line in out.splitlines() if re.sub(r"^\[\d+\]<stdout>:", "", line).startswith("{")]
+    digests = {e["rank"]: e["digest"] for e in events if e["event"] == "digest"}
+    assert sorted(digests) == [0, 1] and len(set(digests.values())) == 1, digests
+    (config,) = [e for e in events if e["event"] == "config"]
+    assert config["global_batch"] == 128 and config["updates_per_epoch"] == 4
+    leftovers = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                    leftovers.append(int(entry.name))
+            except OSError:
+                continue
+    assert leftovers == [], f"processes outlived the run: {leftovers}"
