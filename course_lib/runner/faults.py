@@ -1,0 +1,73 @@
+"""Fault drills for multi-worker runs: kill one worker mid-epoch, read the group's sizes.
+
+:class:`WorkerKiller` is an ``on_event`` hook for :mod:`course_lib.runner.multiworker` (and
+:mod:`course_lib.runner.launch`): it learns each worker's pid from the ``worker`` events the
+course's multi-worker scripts print, and kills one of them with SIGKILL partway into an epoch,
+as a crashed machine would. :func:`world_sizes` reads the sizes an elastic group went through.
+
+Introduced in notebooks/06_beyond_one_machine.ipynb.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+from course_lib.runner.runlog import RunResult
+
+__all__ = ["WorkerKiller", "world_sizes"]
+
+
+class WorkerKiller:
+    """``on_event`` hook: SIGKILL worker ``rank`` partway into the epoch after ``after_epoch``.
+
+    It learns each worker's pid from the ``worker`` events (every rank prints one when a group
+    forms) and, once rank 0 reports epoch ``after_epoch``, kills that pid ``fraction`` of that
+    epoch's duration later — about mid-way through the next epoch. It fires once.
+
+    Attributes:
+        killed_pid: The pid killed (None until then). killed_at: ``time.monotonic()`` of the kill.
+    """
+
+    def __init__(self, rank: int = 1, after_epoch: int = 1, fraction: float = 0.5) -> None:
+        if not 0.0 <= fraction < 1.0:
+            raise ValueError(f"fraction={fraction!r} must be in [0, 1): a part of one epoch")
+        self.rank, self.after_epoch, self.fraction = rank, after_epoch, fraction
+        self.pids: dict[int, int] = {}
+        self.killed_pid: int | None = None
+        self.killed_at: float | None = None
+        self._armed = True
+
+    def __call__(self, event: dict) -> None:
+        kind = event.get("event")
+        if kind == "worker":
+            self.pids[int(event["rank"])] = int(event["pid"])
+        elif kind == "epoch" and self._armed and event.get("epoch") == self.after_epoch:
+            pid = self.pids.get(self.rank)
+            if pid is None:
+                return
+            self._armed = False
+            delay = self.fraction * float(event.get("epoch_time_s") or 0.0)
+            timer = threading.Timer(delay, self._kill, args=(pid,))
+            timer.daemon = True
+            timer.start()
+
+    def _kill(self, pid: int) -> None:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        self.killed_pid, self.killed_at = pid, time.monotonic()
+
+
+def world_sizes(result: RunResult) -> list[int]:
+    """The sizes an elastic group went through, in order (from rank 0's ``config``/``reset``)."""
+    sizes = []
+    for rank, event in result.events:
+        if rank == 0 and event["event"] in ("config", "reset"):
+            size = int(event.get("workers", event.get("size", 0)))
+            if not sizes or sizes[-1] != size:
+                sizes.append(size)
+    return sizes

@@ -1,0 +1,305 @@
+"""Runs beyond ``horovodrun -np N``: elastic Horovod, several python workers, plain ``mpirun``.
+
+* :func:`run_elastic` — ``horovodrun --min-np/--max-np --host-discovery-script`` (Horovod
+  Elastic, always Gloo); on one machine the host list names it twice (``localhost`` and
+  ``127.0.0.1``) because a failed worker blacklists its whole host.
+* :func:`run_workers` / :func:`run_multiworker` — several ``python`` processes, each with its own
+  environment (e.g. ``TF_CONFIG`` for MultiWorkerMirroredStrategy), under the small supervisor
+  :mod:`course_lib.runner.supervise`: it tags every line ``[i]<stdout>:`` like Horovod's Gloo
+  launcher and ends the others when one fails, so the result is one :class:`RunResult`.
+* :func:`run_mpirun` — the ``mpirun`` line that ``horovodrun --mpi`` would build, run as is.
+
+Fault drills (kill a worker mid-epoch, read the group sizes) are in :mod:`course_lib.runner.faults`.
+
+All of them stream, time out, stop and clean up through :mod:`course_lib.runner.launch` (the
+same zero-orphan guarantee) and check their input before anything starts. The port, host and
+worker-range checks live here for now; they belong in :mod:`course_lib.runner.preflight`.
+
+Introduced in notebooks/06_beyond_one_machine.ipynb.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from course_lib.runner import launch
+from course_lib.runner.preflight import (
+    LaunchError, check_common, check_hosts, check_mpirun, check_script, check_strings,
+    find_horovodrun)
+from course_lib.runner.runlog import RunResult
+from course_lib.runner.supervise import SPEC_VAR
+
+__all__ = ["DISCOVERY_SCRIPT", "LOCAL_HOSTS", "check_worker_range", "check_ports", "free_ports",
+           "tf_config", "build_elastic_command", "build_mpirun_command", "run_elastic",
+           "run_workers", "run_multiworker", "run_mpirun"]
+
+DISCOVERY_SCRIPT = Path(__file__).resolve().parents[2] / "cluster" / "discover_hosts.sh"
+LOCAL_HOSTS = "localhost:1,127.0.0.1:1"  # one machine under two names (Horovod's own tests)
+
+
+def _int(name: str, value: Any, low: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise LaunchError(f"{name}={value!r} must be an int >= {low}")
+    return value
+
+
+def check_worker_range(num_workers: int, min_workers: int, max_workers: int,
+                       slots: int | None = None) -> None:
+    """Check ``1 <= min_workers <= num_workers <= max_workers (<= slots)``.
+
+    Raises:
+        LaunchError: Naming the values that break the order and how to fix them.
+    """
+    for name, value in (("num_workers", num_workers), ("min_workers", min_workers),
+                        ("max_workers", max_workers)):
+        _int(name, value)
+    if not min_workers <= num_workers <= max_workers:
+        raise LaunchError(f"need min_workers <= num_workers <= max_workers, got {min_workers} <= "
+                          f"{num_workers} <= {max_workers}; e.g. min 1, start 2, max 2")
+    if slots is not None and max_workers > slots:
+        raise LaunchError(f"max_workers={max_workers} exceeds the {slots} slots of the host list; "
+                          "add hosts or slots, or lower max_workers")
+
+
+def check_ports(ports: Sequence[int], host: str = "localhost") -> list[int]:
+    """Check that ``ports`` are distinct, valid and free on ``host``.
+
+    Raises:
+        LaunchError: A port out of range, repeated, or in use (the message names it).
+    """
+    out = []
+    for port in ports:
+        if isinstance(port, bool) or not isinstance(port, int) or not 1024 <= port <= 65535:
+            raise LaunchError(f"port {port!r} must be an int in 1024..65535")
+        if port in out:
+            raise LaunchError(f"port {port} appears twice in {list(ports)}; give each worker its own")
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                raise LaunchError(f"port {port} on {host} is in use (another run still going?); "
+                                  "pick another or pass ports=None to choose free ones") from None
+        out.append(port)
+    return out
+
+
+def free_ports(count: int, host: str = "localhost") -> list[int]:
+    """``count`` distinct ports that are free right now (the OS picks them)."""
+    socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(_int("count", count))]
+    try:
+        for sock in socks:
+            sock.bind((host, 0))
+        return [sock.getsockname()[1] for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+def tf_config(ports: Sequence[int], index: int, host: str = "localhost") -> str:
+    """The ``TF_CONFIG`` JSON of worker ``index`` in a cluster of ``host:port`` workers."""
+    return json.dumps({"cluster": {"worker": [f"{host}:{p}" for p in ports]},
+                       "task": {"type": "worker", "index": index}})
+
+
+def build_elastic_command(horovodrun: str, python: str, script: Path, script_args: Sequence[str],
+                          *, num_workers: int, min_workers: int, max_workers: int,
+                          discovery_script: Path, network_interface: str | None,
+                          cooldown_range: tuple[int, int] | None, elastic_timeout: int,
+                          extra: Sequence[str] = ()) -> list[str]:
+    """The elastic ``horovodrun`` argument list (no validation; see :func:`run_elastic`)."""
+    command = [horovodrun, "-np", str(num_workers), "--min-np", str(min_workers),
+               "--max-np", str(max_workers), "--host-discovery-script", str(discovery_script),
+               "--elastic-timeout", str(elastic_timeout)]
+    if network_interface:
+        command += ["--network-interface", network_interface]
+    if cooldown_range:
+        command += ["--blacklist-cooldown-range", str(cooldown_range[0]), str(cooldown_range[1])]
+    return command + list(extra) + [python, str(script)] + list(script_args)
+
+
+def build_mpirun_command(python: str, script: Path, script_args: Sequence[str], *,
+                         num_workers: int, hosts: str, as_root: bool) -> list[str]:
+    """The Open MPI line of ``cluster/mpirun_horovod.sh`` (tests/test_cluster_files.py checks
+    that both agree)."""
+    root = ["--allow-run-as-root"] if as_root else []
+    return (["mpirun"] + root + ["-np", str(num_workers), "-H", hosts, "-bind-to", "none",
+                                 "-map-by", "slot", "--tag-output", "-x", "PATH",
+                                 "-x", "LD_LIBRARY_PATH", "-x", "PYTHONUNBUFFERED=1",
+                                 "-x", "TF_CPP_MIN_LOG_LEVEL=2", "-mca", "mpi_yield_when_idle",
+                                 "1", "-mca", "pml", "ob1", "-mca", "btl", "^openib",
+                                 python, str(script)] + list(script_args))
+
+
+def _run(command: list[str], env: Mapping[str, str] | None, what: str, **kw: Any) -> RunResult:
+    """Stream, parse and clean up through the launcher's own glue (``launch._execute``)."""
+    try:
+        return launch._execute(command, horovod=True, env=env, **kw)
+    except launch.RunFailedError as exc:
+        if what != "horovodrun" and exc.args:  # the launcher names horovodrun; say what ran
+            exc.args = (str(exc.args[0]).replace("horovodrun", what, 1),) + exc.args[1:]
+        raise
+
+
+def run_elastic(script: str | os.PathLike[str], script_args: Sequence[str] = (), *,
+                num_workers: int = 2, min_workers: int = 1, max_workers: int = 2,
+                hosts: str = LOCAL_HOSTS, discovery_script: str | os.PathLike[str] = DISCOVERY_SCRIPT,
+                network_interface: str | None = "lo", cooldown_range: tuple[int, int] | None = (1, 2),
+                elastic_timeout: int = 60, timeout: float | None = 300,
+                env: Mapping[str, str] | None = None, extra_horovodrun_args: Sequence[str] = (),
+                show: str = "rank0", output: Any = None, check: bool = True,
+                python: str = sys.executable, cwd: str | os.PathLike[str] | None = None,
+                stop_event: threading.Event | None = None,
+                on_event: Callable[[dict], None] | None = None,
+                grace_s: Sequence[float] = (3.0, 3.0),
+                clock: Callable[[], float] = time.monotonic) -> RunResult:
+    """Run a Horovod Elastic job, live: it starts with ``num_workers`` and keeps going with any
+    number between ``min_workers`` and ``max_workers``.
+
+    Args:
+        script, script_args: The elastic training script and its arguments.
+        num_workers, min_workers, max_workers: Start, lower and upper number of workers.
+        hosts: ``host:slots,...`` the discovery script reports (``DISCOVER_HOSTS``).
+        discovery_script: Executable that prints ``host:slots`` lines (polled every second).
+        network_interface: Interface for Gloo (``"lo"`` on one machine); None: Horovod's choice.
+        cooldown_range: ``(low, high)`` seconds before a blacklisted host may return; None: never.
+        elastic_timeout: Seconds to wait for ``min_workers`` after a failure.
+        timeout, env, extra_horovodrun_args, show, output, check, python, cwd, stop_event,
+        on_event, grace_s, clock: As in :func:`course_lib.runner.launch.run_horovod`.
+
+    Returns:
+        The :class:`RunResult` (use :func:`world_sizes` for the sizes the group went through).
+
+    Raises:
+        LaunchError: Bad input (min > max, malformed hosts, missing script), before launching.
+        RunFailedError, RunTimeoutError, RunStoppedError: As in ``run_horovod``.
+    """
+    exe = check_common(timeout, show, output, python)
+    path = check_script(script, cwd)
+    args = check_strings("script_args", script_args)
+    extra = check_strings("extra_horovodrun_args", extra_horovodrun_args)
+    check_worker_range(num_workers, min_workers, max_workers, check_hosts(hosts))
+    discovery = Path(discovery_script)
+    if not discovery.is_file() or not os.access(discovery, os.X_OK):
+        raise LaunchError(f"discovery_script {str(discovery)!r} is not an executable file; "
+                          f"chmod +x it or use the course's {DISCOVERY_SCRIPT}")
+    if cooldown_range is not None:
+        low, high = (_int("cooldown_range[0]", cooldown_range[0]),
+                     _int("cooldown_range[1]", cooldown_range[1]))
+        if high < low:
+            raise LaunchError(f"cooldown_range={cooldown_range!r} must be (low, high) with low <= high")
+    _int("elastic_timeout", elastic_timeout)
+    command = build_elastic_command(
+        find_horovodrun(exe), exe, path, args, num_workers=num_workers, min_workers=min_workers,
+        max_workers=max_workers, discovery_script=discovery.resolve(),
+        network_interface=network_interface, cooldown_range=cooldown_range,
+        elastic_timeout=elastic_timeout, extra=extra)
+    run_env = {"DISCOVER_HOSTS": " ".join(h.strip() for h in hosts.split(",")), **dict(env or {})}
+    return _run(command, run_env, "horovodrun", show=show, output=output, cwd=cwd,
+                timeout=timeout, check=check, stop_event=stop_event, on_event=on_event,
+                grace_s=grace_s, clock=clock)
+
+
+def run_workers(script: str | os.PathLike[str], script_args: Sequence[str] = (), *,
+                worker_envs: Sequence[Mapping[str, str]], timeout: float,
+                env: Mapping[str, str] | None = None, show: str = "rank0", output: Any = None,
+                check: bool = True, python: str = sys.executable,
+                cwd: str | os.PathLike[str] | None = None,
+                stop_event: threading.Event | None = None,
+                on_event: Callable[[dict], None] | None = None,
+                grace_s: Sequence[float] = (3.0, 3.0),
+                clock: Callable[[], float] = time.monotonic) -> RunResult:
+    """Run ``python script args`` once per entry of ``worker_envs``, as one supervised run.
+
+    Worker ``i`` gets the current environment plus ``env`` plus ``worker_envs[i]``; its lines
+    come back tagged as rank ``i``. When one worker fails, the others are ended (a collective
+    would otherwise wait for it), and the run's status is the failed worker's.
+
+    Args:
+        worker_envs: One mapping of extra variables per worker (at least one).
+        timeout: Seconds before everything is ended; required (a worker may wait forever for
+            a missing peer).
+        script, script_args, env, show, output, check, python, cwd, stop_event, on_event,
+        grace_s, clock: As in :func:`course_lib.runner.launch.run_horovod`.
+
+    Returns:
+        One :class:`RunResult` for all workers.
+
+    Raises:
+        LaunchError: Bad input, before anything is launched.
+        RunFailedError, RunTimeoutError, RunStoppedError: As in ``run_horovod``.
+    """
+    if timeout is None:
+        raise LaunchError("timeout=None: a worker can wait forever for a missing peer; pass "
+                          "timeout= in seconds, e.g. 300")
+    exe = check_common(timeout, show, output, python)
+    path = check_script(script, cwd)
+    args = check_strings("script_args", script_args)
+    if isinstance(worker_envs, Mapping) or not worker_envs:
+        raise LaunchError("worker_envs must be a non-empty list of mappings, one per worker")
+    specs = []
+    for index, extra in enumerate(worker_envs):
+        names = check_strings(f"worker_envs[{index}] keys", list(extra))
+        values = check_strings(f"worker_envs[{index}] values", list(extra.values()))
+        specs.append({"argv": [exe, str(path)] + args, "env": dict(zip(names, values))})
+    run_env = {**dict(env or {}), SPEC_VAR: json.dumps(specs)}
+    command = [exe, "-m", "course_lib.runner.supervise"]
+    return _run(command, run_env, f"the group of {len(specs)} workers", show=show,
+                output=output, cwd=cwd, timeout=timeout,
+                check=check, stop_event=stop_event, on_event=on_event, grace_s=grace_s,
+                clock=clock)
+
+
+def run_multiworker(script: str | os.PathLike[str], script_args: Sequence[str] = (), *,
+                    num_workers: int = 2, ports: Sequence[int] | None = None,
+                    timeout: float = 300, **kwargs: Any) -> RunResult:
+    """Run a MultiWorkerMirroredStrategy script as ``num_workers`` local processes.
+
+    Each worker gets ``TF_CONFIG`` with the whole cluster (``localhost:port`` each) and its own
+    index; ``ports`` default to free ones. Other keyword arguments go to :func:`run_workers`.
+
+    Raises:
+        LaunchError: A port in use or repeated, a bad ``num_workers``, or no ``timeout``.
+    """
+    _int("num_workers", num_workers)
+    ports = free_ports(num_workers) if ports is None else check_ports(list(ports))
+    if len(ports) != num_workers:
+        raise LaunchError(f"{len(ports)} ports for {num_workers} workers; give one port each")
+    envs = [{"TF_CONFIG": tf_config(ports, i)} for i in range(num_workers)]
+    return run_workers(script, script_args, worker_envs=envs, timeout=timeout, **kwargs)
+
+
+def run_mpirun(script: str | os.PathLike[str], script_args: Sequence[str] = (), *,
+               num_workers: int = 2, hosts: str | None = None, **kwargs: Any) -> RunResult:
+    """Run a Horovod script under plain Open MPI ``mpirun`` (what ``horovodrun --mpi`` builds).
+
+    Args:
+        hosts: ``host:slots,...``; default ``localhost:<num_workers>``.
+        script, script_args, num_workers, **kwargs: As in :func:`run_horovod`
+            (``timeout``, ``env``, ``show``, ``output``, ``check``, ``python``, ``cwd``, ...).
+
+    Raises:
+        LaunchError: Bad input or no ``mpirun``, before anything is launched.
+    """
+    python = kwargs.pop("python", sys.executable)
+    exe = check_common(kwargs.get("timeout"), kwargs.get("show", "rank0"), kwargs.get("output"),
+                       python)
+    path = check_script(script, kwargs.get("cwd"))
+    args = check_strings("script_args", script_args)
+    hosts = hosts if hosts is not None else f"localhost:{_int('num_workers', num_workers)}"
+    if num_workers > check_hosts(hosts):
+        raise LaunchError(f"num_workers={num_workers} exceeds the slots of hosts={hosts!r}")
+    env = dict(kwargs.pop("env", None) or {})
+    check_mpirun(dict(os.environ) | env)
+    command = build_mpirun_command(exe, path, args, num_workers=num_workers, hosts=hosts,
+                                   as_root=os.geteuid() == 0)
+    defaults = {"show": "rank0", "output": None, "check": True, "cwd": None, "timeout": None,
+                "stop_event": None, "on_event": None, "grace_s": (3.0, 3.0),
+                "clock": time.monotonic}
+    return _run(command, env, "mpirun", **{**defaults, **kwargs})

@@ -1,0 +1,91 @@
+"""A small supervisor program: run several workers as one process, lines tagged by worker.
+
+``python -m course_lib.runner.supervise`` reads a JSON list ``[{"argv": [...], "env": {...}},
+...]`` from the ``COURSE_WORKERS_SPEC`` variable, starts one process per entry (this process's
+environment plus the entry's ``env``), and forwards every line as ``[i]<stdout>:text`` or
+``[i]<stderr>:text`` — the tags of Horovod's Gloo launcher, so :mod:`course_lib.runner.runlog`
+parses them. When one worker fails, the others get SIGTERM, then SIGKILL (a collective would
+otherwise wait for the dead one), and the supervisor exits with the failed worker's status
+(128 + signal when it was killed). :func:`course_lib.runner.multiworker.run_workers` starts it
+and owns the streaming, time-out and clean-up of the whole process tree.
+
+Introduced in notebooks/06_beyond_one_machine.ipynb.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+__all__ = ["SPEC_VAR", "supervise"]
+
+SPEC_VAR = "COURSE_WORKERS_SPEC"
+
+
+def _status(code: int) -> int:
+    return code if code >= 0 else 128 - code
+
+
+def supervise(specs: list[dict], grace_s: float = 3.0) -> int:
+    """Start every worker, tag and forward their lines, end the rest when one fails.
+
+    Args:
+        specs: ``[{"argv": [...], "env": {...}}, ...]``, one entry per worker.
+        grace_s: Seconds between SIGTERM and SIGKILL for the others after a failure.
+
+    Returns:
+        0 when all workers succeeded, else the first failed worker's status.
+    """
+    lock = threading.Lock()
+    procs = [subprocess.Popen(spec["argv"], env={**os.environ, **spec["env"]},
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE) for spec in specs]
+
+    def pump(index: int, pipe: Any, name: str, out: Any) -> None:
+        for raw in iter(pipe.readline, b""):
+            text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            with lock:
+                out.write(f"[{index}]<{name}>:{text}\n")
+                out.flush()
+
+    threads = [threading.Thread(target=pump, args=(i, pipe, name, out), daemon=True)
+               for i, proc in enumerate(procs)
+               for pipe, name, out in ((proc.stdout, "stdout", sys.stdout),
+                                       (proc.stderr, "stderr", sys.stderr))]
+    for thread in threads:
+        thread.start()
+    status = 0
+    while any(proc.poll() is None for proc in procs):
+        failed = [(i, p.returncode) for i, p in enumerate(procs) if p.returncode not in (None, 0)]
+        if failed:
+            index, code = failed[0]
+            status = _status(code)
+            with lock:
+                print(f"worker {index} exited with status {code}; ending the other workers",
+                      file=sys.stderr, flush=True)
+            for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+                for proc in procs:
+                    if proc.poll() is None:
+                        proc.send_signal(sig)
+                deadline = time.monotonic() + wait
+                while time.monotonic() < deadline and any(p.poll() is None for p in procs):
+                    time.sleep(0.05)
+            break
+        time.sleep(0.1)
+    for thread in threads:
+        thread.join(timeout=5.0)
+    if status == 0:
+        codes = [p.wait() for p in procs]
+        bad = [c for c in codes if c != 0]
+        status = _status(bad[0]) if bad else 0
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(supervise(json.loads(os.environ[SPEC_VAR])))

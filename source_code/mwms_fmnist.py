@@ -1,0 +1,206 @@
+"""tf.distribute.MultiWorkerMirroredStrategy training of the course CNN on Fashion-MNIST.
+
+Description: several worker processes (one per host, or several on one machine) each drive
+their own devices; TensorFlow's collective all-reduce averages the gradients, and BackupAndRestore
+lets a restarted job continue from the last finished epoch.
+
+How to run: start one process per worker, each with its own ``TF_CONFIG`` (same cluster, its
+own index); from a notebook, ``course_lib.runner.multiworker.run_workers`` does it::
+
+    TF_CONFIG='{"cluster": {"worker": ["localhost:12345", "localhost:12346"]},
+                "task": {"type": "worker", "index": 0}}' \
+        python source_code/mwms_fmnist.py --epochs 2 --train-subset 1024 &
+    TF_CONFIG='{... "index": 1}}' python source_code/mwms_fmnist.py --epochs 2 --train-subset 1024
+
+Without TF_CONFIG it runs as one worker. The distributed lines are marked ``# Strategy:``. With
+``--json`` worker 0 (the chief) prints the JSON lines of docs/architecture.md (``strategy`` =
+``"multiworker"``), and every worker prints its ``worker`` and ``digest`` events.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from course_lib.training.events import emit
+from course_lib.training.flags import HelpFormatter, non_negative_int, positive_float, positive_int
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse and check the flags and TF_CONFIG; every bad input exits here, before TensorFlow."""
+    parser = argparse.ArgumentParser(
+        description="Train the course CNN on Fashion-MNIST with MultiWorkerMirroredStrategy (one "
+        "process per worker, configured by TF_CONFIG). One epoch = one pass over the training set "
+        "by all workers together.",
+        epilog="example: TF_CONFIG=... python source_code/mwms_fmnist.py --epochs 2 "
+        "--train-subset 1024 (one process per worker; see the module docstring)",
+        formatter_class=HelpFormatter)
+    parser.add_argument("--batch-size", type=positive_int, default=64,
+                        help="batch size PER WORKER; the global batch is this x workers")
+    parser.add_argument("--epochs", type=positive_int, default=2, help="total epochs")
+    parser.add_argument("--lr", type=positive_float, default=1e-3,
+                        help="learning rate (before --scale-lr)")
+    parser.add_argument("--scale-lr", action="store_true",
+                        help="multiply the learning rate by the number of workers")
+    parser.add_argument("--train-subset", type=positive_int, default=None,
+                        help="train on the first N training images only (default: all 60000)")
+    parser.add_argument("--test-subset", type=positive_int, default=None,
+                        help="evaluate on the first N test images only (default: all 10000)")
+    parser.add_argument("--threads-per-worker", type=positive_int, default=1,
+                        help="CPU threads of each worker")
+    parser.add_argument("--backup-dir", default=None,
+                        help="BackupAndRestore folder: the state is backed up after every epoch, "
+                        "and a run started again with the same folder continues from there")
+    parser.add_argument("--collective-timeout", type=positive_float, default=300.0,
+                        help="seconds one collective may wait for a peer before it fails (the "
+                        "first one waits for the slowest worker to start); a DEAD peer is noticed "
+                        "sooner, by the coordination service's heartbeat")
+    parser.add_argument("--seed", type=int, default=42, help="seed of weights and data order")
+    parser.add_argument("--json", action="store_true",
+                        help="print JSON lines (config, worker, resume, epoch, result, digest)")
+    parser.add_argument("--throughput-warmup-epochs", type=non_negative_int, default=1,
+                        help="first epochs left out of the images/s mean (tracing, caches)")
+    args = parser.parse_args(argv)
+    args.index, args.workers = 0, 1
+    raw = os.environ.get("TF_CONFIG")
+    if raw:
+        try:
+            config = json.loads(raw)
+            args.workers = len(config["cluster"]["worker"])
+            args.index = int(config["task"]["index"])
+        except (ValueError, KeyError, TypeError) as exc:
+            parser.error(f"TF_CONFIG is not a worker cluster ({exc!r}); expected "
+                         '{"cluster": {"worker": ["host:port", ...]}, "task": {"type": "worker", '
+                         '"index": i}}')
+        if not 0 <= args.index < args.workers:
+            parser.error(f"TF_CONFIG task index {args.index} is outside 0..{args.workers - 1}")
+    return args
+
+
+def backed_up_epochs(backup_dir: str | None) -> int:
+    """Epochs already finished according to BackupAndRestore's last backup (0 without one)."""
+    import tensorflow as tf
+
+    if not backup_dir:
+        return 0
+    latest = tf.train.latest_checkpoint(os.path.join(backup_dir, "chief"))
+    if latest is None:
+        return 0
+    reader = tf.train.load_checkpoint(latest)
+    return int(reader.get_tensor("ckpt_saved_epoch/.ATTRIBUTES/VARIABLE_VALUE")) + 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Train, evaluate, print the results; returns the exit status."""
+    args = parse_args(argv)
+    started = time.perf_counter()
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+    from course_lib.training import data, devices, epochs, models, optimizers, pipeline, seeding
+    from course_lib.training.callbacks import Throughput
+
+    devices.configure_worker(0, threads_per_worker=args.threads_per_worker)
+
+    import tensorflow as tf
+
+    # Strategy: create it BEFORE any other TensorFlow op; it reads TF_CONFIG and starts this
+    # worker's gRPC server. The timeout turns a missing peer into an error instead of a hang.
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(
+        communication_options=tf.distribute.experimental.CommunicationOptions(
+            implementation=tf.distribute.experimental.CommunicationImplementation.RING,
+            timeout_seconds=args.collective_timeout))
+    workers = strategy.num_replicas_in_sync  # Strategy: one replica per worker on CPUs
+    chief = args.index == 0  # Strategy: worker 0 is the chief; it alone reports
+    emit("worker", args.json, rank=args.index, size=args.workers, pid=os.getpid(),
+         host=os.uname().nodename)
+    seeding.configure(args.seed)
+
+    fmnist = data.load_arrays(train_subset=args.train_subset, test_subset=args.test_subset)
+    n_train = len(fmnist.y_train)
+    arith = epochs.epoch_arithmetic(n_train, args.batch_size, workers)
+    steps, global_batch = arith["steps_per_epoch"], arith["step_batch"]
+    lr = args.lr * workers if args.scale_lr else args.lr
+    first = backed_up_epochs(args.backup_dir)
+    if first >= args.epochs:
+        print(f"error: the backup in {args.backup_dir} already holds {first} epochs; pass "
+              f"--epochs larger than that or a fresh --backup-dir", file=sys.stderr, flush=True)
+        return 2
+    if chief:
+        print(epochs.describe_epoch(arith, n_train, args.batch_size, workers), flush=True)
+        print(f"MultiWorkerMirroredStrategy: {workers} worker(s), lr {lr:g}, epochs "
+              f"{first + 1}..{args.epochs}", flush=True)
+        emit("config", args.json, script="mwms_fmnist.py", strategy="multiworker",
+             workers=workers, per_worker_batch=args.batch_size, global_batch=global_batch,
+             step_batch=global_batch, train_size=n_train, steps_per_epoch=steps,
+             samples_per_epoch=arith["samples_per_epoch"], updates_per_epoch=steps,
+             epochs=args.epochs, first_epoch=first + 1, lr=lr, base_lr=args.lr,
+             scale_lr=args.scale_lr, optimizer="adam", backward_passes_per_step=1,
+             seed=args.seed, deterministic=False)
+
+    def dataset_fn(context: "tf.distribute.InputContext") -> "tf.data.Dataset":
+        # Strategy: each worker builds its own shard (positions r, r+W, ...) of each epoch's
+        # order, which depends only on (seed, epoch): a resumed run sees the same batches.
+        return pipeline.make_epochs_dataset(
+            fmnist.x_train, fmnist.y_train, batch_size=args.batch_size, seed=args.seed,
+            num_workers=context.num_input_pipelines, worker_index=context.input_pipeline_id,
+            first_epoch=first, last_epoch=args.epochs)
+
+    train = strategy.distribute_datasets_from_function(dataset_fn)  # Strategy: per-worker input
+    with strategy.scope():  # Strategy: variables are mirrored on every worker
+        model = models.build_model(seed=args.seed)
+        models.compile_model(model, optimizers.get_optimizer("adam", lr))
+
+    class ResumeReport(tf.keras.callbacks.Callback):
+        """After BackupAndRestore restored the state: say from where the run continues."""
+
+        def on_train_begin(self, logs: dict | None = None) -> None:
+            digest = models.weights_digest(model)
+            if first and chief:
+                print(f"Resumed from the backup in {args.backup_dir} after epoch {first}",
+                      flush=True)
+                emit("resume", args.json, epoch=first, digest=digest, path=args.backup_dir)
+
+    callbacks: list = []
+    if args.backup_dir:
+        # Strategy: fault tolerance; every worker takes part, the chief writes the backup.
+        callbacks += [tf.keras.callbacks.BackupAndRestore(backup_dir=args.backup_dir),
+                      ResumeReport()]
+    callbacks += [
+        tf.keras.callbacks.LambdaCallback(
+            on_epoch_begin=lambda epoch, logs: seeding.reseed_dropout(model, args.seed, epoch)),
+        Throughput(global_batch, samples_per_epoch=arith["samples_per_epoch"],
+                   warmup_epochs=args.throughput_warmup_epochs, workers=workers,
+                   rank=args.index, json_lines=args.json),
+    ]
+    meter = callbacks[-1]
+    model.fit(train, epochs=args.epochs, steps_per_epoch=steps, callbacks=callbacks, verbose=0)
+
+    test = tf.data.Dataset.from_tensor_slices(
+        (fmnist.x_test[..., None].astype("float32") / 255.0, fmnist.y_test.astype("int32")))
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    test = test.batch(256).with_options(options)
+    # Strategy: every worker evaluates its part; the metrics are combined across workers.
+    test_loss, test_acc = model.evaluate(test, verbose=0)
+    digest = models.weights_digest(model)
+    if chief:
+        summary = meter.summary().to_dict()
+        wall = time.perf_counter() - started
+        print(f"Test accuracy {test_acc:.4f}, loss {test_loss:.4f}; wall time {wall:.1f} s",
+              flush=True)
+        emit("result", args.json, strategy="multiworker", workers=workers,
+             per_worker_batch=args.batch_size, global_batch=global_batch,
+             images_per_sec=summary["images_per_sec_mean"], images_per_sec_ci95=summary["ci95"],
+             per_worker_images_per_sec=summary["per_worker_images_per_sec"],
+             epochs=args.epochs, epochs_run=args.epochs - first,
+             total_steps=steps * (args.epochs - first), test_loss=float(test_loss),
+             test_accuracy=float(test_acc), wall_time_s=wall)
+    emit("digest", args.json, rank=args.index, digest=digest)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
