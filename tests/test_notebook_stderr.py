@@ -1,0 +1,110 @@
+"""notebooks/conftest.py fails a notebook cell whose stderr holds an error (issue 20, point 5).
+
+Unit tests of the line filter, and one real nbval run on scratch notebooks: a traceback on stderr
+fails its cell although the cell raised nothing; an allowed warning and a plain warning pass.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFTEST = ROOT / "notebooks" / "conftest.py"
+
+
+def _conftest():
+    spec = importlib.util.spec_from_file_location("notebooks_conftest_under_test", CONFTEST)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+nbc = _conftest()
+ALLOWED = nbc.load_allow_list()
+CUDNN = ("2026-01-01 12:00:00.123456: E external/local_xla/xla/stream_executor/cuda/cuda_dnn.cc:9261] "
+         "Unable to register cuDNN factory: Attempting to register factory for plugin cuDNN when one has "
+         "already been registered")
+
+
+@pytest.mark.parametrize("line", [
+    "Traceback (most recent call last):",
+    "[1]<stderr>:Traceback (most recent call last):",
+    "E0000 00:00:1700000000.000000  4242 gloo_context.cc:12] connection refused",
+    "2026-01-01 12:00:00.123456: E tensorflow/core/framework/op_kernel.cc:1827] OP_REQUIRES failed",
+    "2026-01-01 12:00:00.123456: F tensorflow/core/platform/cpu_feature_guard.cc:1] fatal",
+    "ERROR:absl:Failed to load dataset info",
+    "CRITICAL:root:out of memory",
+    "tensorflow_datasets.core.registered.DatasetNotFoundError: Dataset fashion_mnist not found.",
+    "[0]<stderr>:ValueError: bad shape",
+])
+def test_error_lines_are_caught(line: str) -> None:
+    assert nbc.stderr_errors(f"a harmless line\n{line}\n", ALLOWED) == [line]
+
+
+@pytest.mark.parametrize("line", [
+    CUDNN,
+    "2026-01-01 12:00:00.123456: W tensorflow/core/framework/local_rendezvous.cc:404] aborting",
+    "WARNING:tensorflow:Callback method `on_train_batch_end` is slow",
+    "/x/keras/src/engine/training.py:3103: UserWarning: You are saving your model as an HDF5 file",
+    "Dl Completed...: 100%|##########| 4/4 [00:00<00:00, 12.10 file/s]",
+    "Error bars show the 95 % interval",  # an English sentence is no error line
+])
+def test_warnings_and_allowed_lines_pass(line: str) -> None:
+    assert nbc.stderr_errors(line + "\n", ALLOWED) == []
+
+
+def test_allow_list_entries_are_commented_and_valid(tmp_path: Path) -> None:
+    assert ALLOWED, "notebooks/stderr_allow.txt holds no pattern"
+    uncommented = tmp_path / "allow.txt"
+    uncommented.write_text("# a comment\nfirst\n\nsecond without comment\n")
+    with pytest.raises(ValueError, match=r"allow.txt:4: every allowed pattern needs a comment"):
+        nbc.load_allow_list(uncommented)
+    broken = tmp_path / "broken.txt"
+    broken.write_text("# where it comes from\n(unclosed\n")
+    with pytest.raises(ValueError, match="not a regular expression"):
+        nbc.load_allow_list(broken)
+
+
+def _notebook(path: Path, sources: list[str], stdout: list[str]) -> None:
+    """A notebook whose stored outputs hold each cell's stdout only (stderr is not compared)."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    for count, (source, out) in enumerate(zip(sources, stdout), start=1):
+        cell = nbformat.v4.new_code_cell(source, execution_count=count)
+        if out:
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=out)]
+        nb.cells.append(cell)
+    nbformat.write(nb, path)
+
+
+def test_nbval_fails_a_cell_with_a_traceback_on_stderr(tmp_path: Path) -> None:
+    for name in ("conftest.py", "stderr_allow.txt"):
+        shutil.copy(ROOT / "notebooks" / name, tmp_path / name)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    write = "import sys\nprint('step done')\n_ = sys.stderr.write({!r})"
+    _notebook(tmp_path / "bad.ipynb",
+              [write.format("[1]<stderr>:Traceback (most recent call last):\n[1]<stderr>:  File \"x.py\"\n"
+                            "[1]<stderr>:RuntimeError: rank 1 died\n"), "print('after')"],
+              ["step done\n", "after\n"])
+    _notebook(tmp_path / "good.ipynb",
+              [write.format(CUDNN + "\n"), write.format("WARNING:tensorflow:a harmless warning\n")],
+              ["step done\n", "step done\n"])
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--nbval", "--nbval-current-env", "-p",
+                           "no:cacheprovider", "-rA", "-c", str(tmp_path / "pytest.ini"),
+                           "--rootdir", str(tmp_path), str(tmp_path / "bad.ipynb"),
+                           str(tmp_path / "good.ipynb")],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    out = proc.stdout + proc.stderr
+    outcomes = {cell: status for status, cell in re.findall(r"^(PASSED|FAILED) (\S+::Cell \d+)", out, re.M)}
+    assert outcomes == {"bad.ipynb::Cell 0": "FAILED", "bad.ipynb::Cell 1": "PASSED",
+                        "good.ipynb::Cell 0": "PASSED", "good.ipynb::Cell 1": "PASSED"}, out
+    assert "Cell wrote an error to stderr" in out and "RuntimeError: rank 1 died" in out
+    assert proc.returncode == 1, out
