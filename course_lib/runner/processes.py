@@ -12,6 +12,10 @@ group alone would orphan the ranks. While the command runs, all its descendants 
 recorded (``psutil``) and, when the run ends for any reason, whatever is still alive of them is
 sent SIGINT, then SIGTERM, then SIGKILL, with a short grace period between the steps.
 
+If the caller itself dies (a killed kernel, SIGKILL included), no ``finally`` runs; so the
+command is started under :mod:`course_lib.runner.watchdog`, a middleman that watches a pipe only
+the caller holds and ends the whole run within seconds of the caller's death.
+
 Introduced in notebooks/03_horovod.ipynb.
 """
 
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import threading
@@ -146,6 +151,8 @@ def stream_command(
     stop_event: threading.Event | None = None,
     grace_s: Sequence[float] = (3.0, 3.0),
     clock: Callable[[], float] = time.monotonic,
+    watchdog: bool = True,
+    hold_fds: Sequence[int] = (),
 ) -> ProcessOutcome:
     """Run ``command`` in a new session and call ``on_line`` for each output line as it comes.
 
@@ -163,22 +170,39 @@ def stream_command(
         stop_event: When set from another thread, the run is ended (reason ``"stopped"``).
         grace_s: Grace periods after SIGINT and after SIGTERM during clean-up.
         clock: Monotonic clock used for the timeout and the duration (injectable for tests).
+        watchdog: Start the command under :mod:`course_lib.runner.watchdog`, so that the run
+            ends within seconds if this process dies (the watchdog is the first pid of the run).
+        hold_fds: File descriptors (slot locks) the watchdog keeps open until the run's
+            processes are gone (ignored without ``watchdog``).
 
     Returns:
-        A :class:`ProcessOutcome`. Whatever the outcome, no process of the run is left alive.
+        A :class:`ProcessOutcome`. Whatever the outcome, no process of the run is left alive,
+        not even when this process is killed (with ``watchdog``).
 
     Raises:
         OSError: If the command cannot be started.
     """
     start = clock()
+    argv = list(command)
+    if watchdog:
+        from course_lib.runner.watchdog import watchdog_command
+
+        path = env.get("PATH") if env is not None else None
+        if shutil.which(argv[0], path=path) is None and not (
+                os.path.isfile(argv[0]) and os.access(argv[0], os.X_OK)):
+            raise FileNotFoundError(2, "No such executable", argv[0])
+        argv = watchdog_command(argv, grace_s=(float(grace_s[0]), float(grace_s[1])),
+                                hold_fds=list(hold_fds))
     popen = subprocess.Popen(
-        list(command),
-        stdin=subprocess.DEVNULL,
+        argv,
+        # The watchdog's stdin is a pipe only this process writes to: it closes when we die.
+        stdin=subprocess.PIPE if watchdog else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=dict(env) if env is not None else None,
         cwd=cwd,
         start_new_session=True,
+        pass_fds=tuple(hold_fds) if watchdog else (),
     )
     # One reader per pipe: both streams end up in one queue, yet a line written to stderr is
     # never cut in two by a write to stdout (mpirun writes its tags and texts separately).
@@ -230,6 +254,8 @@ def stream_command(
                     break
     finally:
         terminate_processes(popen, tracked, grace_s)
+        if popen.stdin is not None:
+            popen.stdin.close()  # a watchdog still alive would now end whatever is left
         for reader, pipe in zip(readers, (popen.stdout, popen.stderr)):
             reader.join(timeout=2.0)
             if pipe is not None and not reader.is_alive():

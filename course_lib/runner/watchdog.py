@@ -1,0 +1,195 @@
+"""A middleman that ends a run when its caller dies, whatever killed the caller (SIGKILL too).
+
+:func:`course_lib.runner.processes.stream_command` does not start a run's command itself: it
+starts this small program, which starts the command and then watches a pipe whose only writer
+is the caller. The caller never writes to it; when the caller dies (a killed Jupyter kernel, an
+out-of-memory kill, a crash), the operating system closes its end, the watchdog reads end-of-file
+and ends every process of the run: SIGINT, SIGTERM, then SIGKILL, with a short grace period
+between the steps. Horovod's own launcher uses a middleman watching a pipe for the same reason.
+
+Gloo starts every rank in a session of its own, so a process group is not enough: the watchdog
+records all its descendants (``psutil``) every quarter of a second while the run goes on, and
+signals each of them, even after they were re-parented.
+
+Everything else is transparent: the command inherits the caller's stdout and stderr pipes, the
+watchdog's exit status mirrors the command's (a command killed by signal ``s`` makes the watchdog
+end by ``s`` too), and slot locks passed in with ``--hold-fd`` stay held until the watchdog exits
+(:mod:`course_lib.runner.slots`), so a run's slots are free only once its processes are gone.
+SIGINT is ignored (the caller ends the run itself); SIGTERM ends the run like a caller's death.
+
+This file imports only the standard library and ``psutil``, so it runs by path::
+
+    python course_lib/runner/watchdog.py [--grace 2 2] [--hold-fd 7] -- horovodrun -np 2 ...
+
+Introduced in notebooks/03_horovod.ipynb.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+__all__ = ["watchdog_command", "main"]
+
+_SCAN_S = 0.25
+_LEFTOVER_GRACE_S = 2.0
+
+
+def watchdog_command(command: list[str], *, grace_s: tuple[float, float] = (2.0, 2.0),
+                     hold_fds: list[int] | tuple[int, ...] = (),
+                     python: str = sys.executable) -> list[str]:
+    """The argument list that runs ``command`` under the watchdog.
+
+    Args:
+        command: The run's argument list.
+        grace_s: Seconds after SIGINT and after SIGTERM when the watchdog ends the run.
+        hold_fds: Inherited file descriptors (slot locks) the watchdog keeps open until it exits.
+        python: Interpreter of the watchdog (it needs ``psutil``).
+
+    Returns:
+        ``[python, <this file>, --grace, a, b, (--hold-fd, fd)..., --, *command]``.
+    """
+    argv = [python, os.path.abspath(__file__), "--grace", str(grace_s[0]), str(grace_s[1])]
+    for fd in hold_fds:
+        argv += ["--hold-fd", str(fd)]
+    return argv + ["--"] + list(command)
+
+
+def _scan(tracked: dict) -> None:
+    """Add this process's live descendants to ``tracked`` ({(pid, create_time): Process})."""
+    import psutil
+
+    try:
+        children = psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return
+    for child in children:
+        try:
+            tracked.setdefault((child.pid, child.create_time()), child)
+        except psutil.Error:
+            continue
+
+
+def _alive(tracked: dict) -> list:
+    import psutil
+
+    alive = []
+    for proc in tracked.values():
+        try:
+            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                alive.append(proc)
+        except psutil.Error:
+            continue
+    return alive
+
+
+def _end_all(child: subprocess.Popen, tracked: dict, grace_s: tuple[float, float]) -> None:
+    """SIGINT, SIGTERM, SIGKILL to the run's process group and every recorded descendant."""
+    for sig, grace in ((signal.SIGINT, grace_s[0]), (signal.SIGTERM, grace_s[1]),
+                       (signal.SIGKILL, 5.0)):
+        if child.poll() is None:
+            _scan(tracked)
+        targets = _alive(tracked)
+        if not targets:
+            return
+        if sig != signal.SIGKILL:  # the group holds this process too: it ignores or handles these
+            try:
+                os.killpg(os.getpgid(0), sig)
+            except OSError:
+                pass
+        for proc in targets:
+            try:
+                proc.send_signal(sig)
+            except Exception:  # psutil.Error: already gone
+                continue
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            child.poll()  # reap our child so that it does not linger as a zombie
+            if not _alive(tracked):
+                return
+            time.sleep(0.05)
+
+
+def _prepare_child() -> None:  # pragma: no cover - runs in the child before exec
+    """Give the command default SIGINT/SIGTERM handling (an ignored signal would survive exec)
+    and, on Linux, SIGTERM when the watchdog itself is killed (horovodrun then ends its ranks)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+        except (OSError, AttributeError):
+            pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Start the command, mirror its exit, end the whole run if the caller's pipe closes."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--grace", nargs=2, type=float, default=(2.0, 2.0))
+    parser.add_argument("--hold-fd", type=int, action="append", default=[])
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("no command given after --")
+    terminated = []
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda signum, frame: terminated.append(signum))
+    try:
+        child = subprocess.Popen(command, stdin=subprocess.DEVNULL,
+                                 preexec_fn=_prepare_child,
+                                 restore_signals=True)
+    except OSError as exc:
+        print(f"watchdog: cannot start {command[0]}: {exc}", file=sys.stderr, flush=True)
+        return 127
+    # The command now owns the caller's stdout/stderr pipes: drop ours, so that the pipes close
+    # when the run's processes are gone.
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (1, 2):
+        os.dup2(devnull, fd)
+    tracked: dict = {}
+    caller_gone = False
+    while child.poll() is None:
+        _scan(tracked)
+        try:
+            ready, _, _ = select.select([0], [], [], _SCAN_S)
+        except InterruptedError:  # pragma: no cover - PEP 475 retries select
+            ready = []
+        if ready and not os.read(0, 4096):
+            caller_gone = True
+            break
+        if terminated:
+            break
+    grace = (min(args.grace[0], _LEFTOVER_GRACE_S), min(args.grace[1], _LEFTOVER_GRACE_S))
+    if caller_gone or terminated:
+        _end_all(child, tracked, grace)
+    else:  # the command exited: give leftovers (a rank still flushing) a moment, then end them
+        deadline = time.monotonic() + _LEFTOVER_GRACE_S
+        while _alive(tracked) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        _end_all(child, tracked, grace)
+    code = child.wait()
+    for fd in args.hold_fd:  # releases slot locks (after the run's processes are gone)
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    if code < 0:  # mirror a death by signal
+        try:
+            signal.signal(-code, signal.SIG_DFL)
+        except (OSError, ValueError):  # SIGKILL, SIGSTOP: cannot be caught anyway
+            pass
+        os.kill(os.getpid(), -code)
+        time.sleep(1.0)
+    return code if code >= 0 else 128 - code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
