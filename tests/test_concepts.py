@@ -35,13 +35,20 @@ def test_ring_allreduce_uneven_chunks_and_bad_input() -> None:
 def test_cost_table() -> None:
     table = allreduce_cost_table(4.0, workers=(1, 2, 8))
     assert table["ring_mb_per_worker"].tolist() == [0.0, 4.0, 7.0]
-    assert table["ps_mb_at_server"].tolist() == [0.0, 16.0, 64.0]
+    assert table["ps_mb_sent_by_server"].tolist() == [0.0, 8.0, 32.0]
+    assert table["ring_messages"].tolist() == [0, 2, 14]           # 2 (N - 1): the latency term
+    assert table["ps_messages_at_server"].tolist() == [0, 4, 16]
 
 
 def test_straggler_costs_synchronous_training() -> None:
     table = synchronous_vs_asynchronous([0.1, 0.1, 0.2], steps=10).set_index("scheme")
     assert table.loc["synchronous", "updates_per_s"] == pytest.approx(5.0)
     assert table.loc["asynchronous", "updates_per_s"] == pytest.approx(25.0)
-    assert table.loc["asynchronous", "mean_staleness"] > 0
+    # Mean staleness is N - 1 whatever the step times; the slow worker's gradients are staler.
+    assert table.loc["asynchronous", "mean_staleness"] == pytest.approx(2.0)
+    assert table.loc["asynchronous", "max_staleness"] == pytest.approx((25.0 - 5.0) * 0.2)
+    even = synchronous_vs_asynchronous([0.1] * 4).set_index("scheme")
+    assert even.loc["asynchronous", "max_staleness"] == pytest.approx(3.0)
+    assert table.loc["synchronous", "max_staleness"] == 0.0
     with pytest.raises(ValueError):
         synchronous_vs_asynchronous([0.1, 0.0])

@@ -80,3 +80,43 @@ def test_notebook_follows_the_skeleton(path: Path) -> None:
     self_checks = [cell for cell in nb.cells[start:]
                    if cell.cell_type == "code" and "check(" in cell.source]
     assert self_checks, "each exercise needs a self-check cell (course_lib.lessons.exercises.check)"
+
+
+FIGURE_TEXT = re.compile(r"<(?:matplotlib\.figure\.)?Figure[ :]")
+
+
+def figures_without_images(nb: nbformat.NotebookNode) -> list[int]:
+    """Indices of code cells that made a figure but show no ``image/png`` (a bare Figure's repr)."""
+    bad = []
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        bundles = [output.get("data", {}) for output in cell.get("outputs", [])]
+        has_image = any("image/png" in data for data in bundles)
+        mentions = any(FIGURE_TEXT.search(data.get("text/plain", "") if isinstance(data.get("text/plain", ""), str)
+                                          else "".join(data.get("text/plain", [])))
+                       for data in bundles)
+        plots = re.search(r"\bplot_\w+\(|show_figure\(|plt\.show\(", cell.source) is not None
+        if (mentions or plots) and not has_image:
+            bad.append(index)
+    return bad
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_every_figure_is_an_image(path: Path) -> None:
+    bad = figures_without_images(nbformat.read(path, as_version=4))
+    assert not bad, (f"cells {bad} make a figure but their output holds no image/png (only its text "
+                     "'<Figure size ...>'): display it with course_lib.lessons.display.show_figure(fig) "
+                     "or plt.show(), then re-execute the notebook")
+
+
+def test_the_figure_check_can_fail() -> None:
+    nb = nbformat.v4.new_notebook()
+    bare = nbformat.v4.new_code_cell("scaling.plot_scaling(table)", outputs=[
+        nbformat.v4.new_output("execute_result", data={"text/plain": "<Figure size 1000x400 with 2 Axes>"},
+                               execution_count=1)])
+    shown = nbformat.v4.new_code_cell("show_figure(fig)", outputs=[
+        nbformat.v4.new_output("display_data", data={"text/plain": "<Figure: x>", "image/png": "iVBOR"})])
+    silent = nbformat.v4.new_code_cell("show_figure(fig)", outputs=[])
+    nb.cells = [bare, shown, silent]
+    assert figures_without_images(nb) == [0, 2]

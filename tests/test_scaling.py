@@ -58,7 +58,7 @@ def test_to_record_from_result_event_and_objects():
                               "images_per_sec": 5}).global_batch == 64
 
     class Result:  # the launcher's RunResult: its ``result`` event becomes the record
-        records: list = []
+        events: list = []
         result = {"workers": 1, "per_worker_batch": 64, "images_per_sec": 900.0}
 
     assert scaling.to_record(Result(), label="x").label == "x"
@@ -91,3 +91,27 @@ def test_plot_has_throughput_and_efficiency():
     ideal = fig.axes[0].get_lines()[0]
     assert list(ideal.get_ydata()) == [1000.0, 2000.0, 4000.0]
     assert list(fig.axes[1].get_lines()[1].get_ydata()) == pytest.approx([100.0, 90.0, 75.0])
+
+
+def test_efficiency_interval_propagates_the_runs_intervals() -> None:
+    records = [{"workers": 1, "per_worker_batch": 64, "images_per_sec": 1000.0, "images_per_sec_ci95": 100.0},
+               {"workers": 2, "per_worker_batch": 64, "images_per_sec": 1500.0, "images_per_sec_ci95": 150.0}]
+    table = scaling.scaling_table(records).set_index("devices")
+    assert table.loc[2, "efficiency"] == pytest.approx(0.75)
+    assert table.loc[2, "efficiency_ci95"] == pytest.approx(0.75 * (0.1 ** 2 + 0.1 ** 2) ** 0.5)
+    assert table.loc[1, "efficiency_ci95"] == 0.0
+    no_interval = scaling.scaling_table(weak_records())
+    assert no_interval["efficiency_ci95"].isna().all()
+
+
+def test_to_record_accepts_the_launchers_run_result() -> None:
+    from course_lib.runner.runlog import RunResult
+
+    run = RunResult(command=["horovodrun"])
+    run.result = {"event": "result", "workers": 2, "per_worker_batch": 64, "global_batch": 128,
+                  "images_per_sec": 1300.0, "images_per_sec_ci95": 90.0}
+    record = scaling.to_record(run, label="horovod")
+    assert (record.devices, record.global_batch, record.label) == (2, 128, "horovod")
+    assert record.extra["images_per_sec_ci95"] == 90.0
+    with pytest.raises(ValueError, match="no JSON 'result'"):
+        scaling.to_record(RunResult(command=["horovodrun"]))

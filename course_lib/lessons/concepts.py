@@ -4,7 +4,8 @@
   one array per simulated worker, and counts what each worker sends: ``2 (N - 1) / N`` × the
   gradient size, whatever N is.
 - :func:`allreduce_cost_table` compares that with a parameter server that gathers and sends back
-  the full gradient to every worker.
+  the full gradient to every worker, counting bytes sent by the busiest node in both, and the
+  messages in a row (the latency term: ``2 (N - 1)`` for the ring).
 - :func:`synchronous_vs_asynchronous` shows what a straggler costs each scheme.
 
 Introduced in notebooks/01_data_parallelism.ipynb.
@@ -77,21 +78,32 @@ def ring_allreduce(arrays: Sequence[np.ndarray]) -> AllReduceResult:
 
 
 def allreduce_cost_table(gradient_mb: float, workers: Sequence[int] = (1, 2, 4, 8, 16, 32)) -> "pandas.DataFrame":
-    """Megabytes each worker sends per step: ring all-reduce vs a single parameter server.
+    """What one all-reduce costs: ring vs a single parameter server, counted the same way.
+
+    Both schemes are counted by what the busiest node **sends** (each node receives as much as
+    it sends in both schemes, so counting received bytes too would double both columns alike),
+    plus the number of messages in a row that each pays a latency (the term that grows with N
+    for the ring: ``T = 2 (N - 1) x alpha + 2 (N - 1) / N x S / beta``; notebook 05 fits alpha
+    and beta on this machine).
 
     Args:
-        gradient_mb: Size of one full gradient in MB (parameters × 4 bytes for float32).
+        gradient_mb: Size S of one full gradient in MB (parameters × 4 bytes for float32).
         workers: Worker counts to tabulate.
 
     Returns:
-        A DataFrame with columns ``workers``, ``ring_mb_per_worker`` (2 (N-1)/N × size),
-        ``ps_mb_at_server`` (the server receives and sends N × size) and ``ring_limit_mb`` (2 × size).
+        A DataFrame with columns ``workers``; ``ring_mb_per_worker`` (2 (N-1)/N × S, sent by each
+        worker); ``ring_messages`` (2 (N-1) steps in a row, each a latency);
+        ``ps_mb_sent_by_server`` (N × S: the averaged gradient back to every worker; it also
+        receives N × S); ``ps_messages_at_server`` (2 N: N received, N sent); ``ring_limit_mb``
+        (2 × S).
     """
     import pandas as pd
 
     rows = [{"workers": n,
              "ring_mb_per_worker": 2 * (n - 1) / n * gradient_mb,
-             "ps_mb_at_server": 2 * n * gradient_mb if n > 1 else 0.0,
+             "ring_messages": 2 * (n - 1),
+             "ps_mb_sent_by_server": n * gradient_mb if n > 1 else 0.0,
+             "ps_messages_at_server": 2 * n if n > 1 else 0,
              "ring_limit_mb": 2 * gradient_mb} for n in workers]
     return pd.DataFrame(rows)
 
@@ -107,9 +119,16 @@ def synchronous_vs_asynchronous(compute_times_s: Sequence[float], steps: int = 1
         compute_times_s: Seconds one step takes on each worker.
         steps: Steps each worker runs in the synchronous case (sets the time horizon).
 
+    In the steady state a gradient computed in time ``t_i`` on worker i meets
+    ``(R - r_i) t_i`` updates of the others (``r_i = 1 / t_i``, ``R`` their sum). Weighted by how
+    often each worker sends, the mean is exactly ``N - 1`` whatever the step times (each of the
+    other N - 1 workers updates once, on average, while one gradient is computed); the step times
+    show up in the *slowest* worker's staleness, which is larger.
+
     Returns:
-        A DataFrame, one row per scheme: updates per second, and the mean staleness of a gradient
-        (how many other updates happened while it was computed).
+        A DataFrame, one row per scheme: updates per second, batches per update, the mean
+        staleness of a gradient (updates by others while it was computed) and
+        ``max_staleness``, that of the slowest worker's gradients.
 
     Raises:
         ValueError: If a time is not positive or no workers are given.
@@ -125,9 +144,10 @@ def synchronous_vs_asynchronous(compute_times_s: Sequence[float], steps: int = 1
     async_updates = sum(horizon * r for r in async_rates)
     total_rate = sum(async_rates)
     staleness = sum(r * (total_rate - r) * t for r, t in zip(async_rates, times)) / total_rate
+    slowest = (total_rate - 1.0 / max(times)) * max(times)
     return pd.DataFrame([
         {"scheme": "synchronous", "updates_per_s": sync_updates / horizon,
-         "batches_per_update": len(times), "mean_staleness": 0.0},
+         "batches_per_update": len(times), "mean_staleness": 0.0, "max_staleness": 0.0},
         {"scheme": "asynchronous", "updates_per_s": async_updates / horizon,
-         "batches_per_update": 1, "mean_staleness": staleness},
+         "batches_per_update": 1, "mean_staleness": staleness, "max_staleness": slowest},
     ])

@@ -18,7 +18,7 @@ __all__ = ["batch_size_sweep", "plot_batch_sweep"]
 
 
 def batch_size_sweep(images: np.ndarray, labels: np.ndarray, batch_sizes: Sequence[int], *,
-                     epochs: int = 3, seed: int = 0) -> "pandas.DataFrame":
+                     epochs: int = 3, seed: int = 0, progress: bool = True) -> "pandas.DataFrame":
     """Train the course CNN at each batch size and measure images per second.
 
     Args:
@@ -27,6 +27,7 @@ def batch_size_sweep(images: np.ndarray, labels: np.ndarray, batch_sizes: Sequen
         batch_sizes: Batch sizes to try, each at most N.
         epochs: Epochs per batch size; the first is warm-up and not counted, so at least 2.
         seed: Seed of the weights and of the data order.
+        progress: Print one line as each batch size starts, so a long sweep is not silent.
 
     Returns:
         A DataFrame with columns ``batch_size``, ``steps_per_epoch``, ``images_per_sec`` (mean of
@@ -49,7 +50,10 @@ def batch_size_sweep(images: np.ndarray, labels: np.ndarray, batch_sizes: Sequen
     if epochs < 2:
         raise ValueError(f"epochs must be >= 2 (the first is warm-up), got {epochs}")
     rows = []
-    for batch in batch_sizes:
+    for index, batch in enumerate(batch_sizes, start=1):
+        if progress:
+            print(f"[{index}/{len(batch_sizes)}] batch size {int(batch)}: training {epochs} epochs…",
+                  flush=True)
         tf.keras.backend.clear_session()
         model = models.compile_model(models.build_model(seed=seed), "adam")
         dataset = pipeline.make_dataset(images, labels, batch_size=int(batch), training=True, seed=seed)
@@ -70,7 +74,7 @@ def plot_batch_sweep(table: "pandas.DataFrame", *, title: str = "") -> "matplotl
         title: Figure title.
 
     Returns:
-        The figure (displayed by the notebook's last expression or ``display(fig)``).
+        The figure; show it with :func:`course_lib.lessons.display.show_figure`.
     """
     from matplotlib.figure import Figure
 

@@ -99,7 +99,7 @@ def to_record(obj: Any, label: str | None = None) -> RunRecord:
     """
     if isinstance(obj, RunRecord):
         return obj if label is None else replace(obj, label=label)
-    if not isinstance(obj, Mapping) and hasattr(obj, "records") and hasattr(obj, "result"):
+    if not isinstance(obj, Mapping) and hasattr(obj, "events") and hasattr(obj, "result"):
         if obj.result is None:
             raise ValueError("this run printed no JSON 'result' event, so it has no throughput "
                              "record; run the script with --json (see docs/architecture.md)")
@@ -148,7 +148,10 @@ def scaling_table(records: Iterable[Any], *, mode: str | None = None) -> "pandas
 
     Returns:
         DataFrame sorted by devices with columns ``devices, per_device_batch, global_batch,
-        images_per_sec, speedup, efficiency, mode, runs``.
+        images_per_sec, speedup, efficiency, mode, runs, efficiency_ci95``. The last is the
+        half-width of the efficiency's 95 % interval, propagated from the runs' own
+        ``images_per_sec_ci95`` (relative errors of T_N and T_1 added in quadrature); NaN where
+        a run did not report one or several runs were reduced to their median.
 
     Raises:
         ValueError: No records, no 1-device baseline, or unknown ``mode``.
@@ -178,18 +181,25 @@ def scaling_table(records: Iterable[Any], *, mode: str | None = None) -> "pandas
             f"batch), or vary both: {listing}. Make one table per kind.")
     chosen = mode or ("weak" if weak else "strong")
     frame = pd.DataFrame([asdict(r) for r in recs])
+    frame["ci95"] = [float(r.extra.get("images_per_sec_ci95", math.nan)) for r in recs]
     grouped = (frame.groupby("devices", sort=True)
                .agg(per_device_batch=("per_device_batch", "first"),
                     global_batch=("global_batch", "first"),
                     images_per_sec=("images_per_sec", "median"),
-                    runs=("images_per_sec", "size"))
+                    runs=("images_per_sec", "size"),
+                    ci95=("ci95", "first"))
                .reset_index())
+    grouped.loc[grouped["runs"] > 1, "ci95"] = math.nan
     baseline = float(grouped.loc[grouped["devices"] == 1, "images_per_sec"].iloc[0])
     grouped["speedup"] = grouped["images_per_sec"] / baseline
     grouped["efficiency"] = grouped["speedup"] / grouped["devices"]
     grouped["mode"] = chosen
+    base_rel = float(grouped.loc[grouped["devices"] == 1, "ci95"].iloc[0]) / baseline
+    relative = grouped["ci95"] / grouped["images_per_sec"]
+    grouped["efficiency_ci95"] = grouped["efficiency"] * (relative ** 2 + base_rel ** 2) ** 0.5
+    grouped.loc[grouped["devices"] == 1, "efficiency_ci95"] = 0.0 if base_rel == base_rel else math.nan
     return grouped[["devices", "per_device_batch", "global_batch", "images_per_sec", "speedup",
-                    "efficiency", "mode", "runs"]]
+                    "efficiency", "mode", "runs", "efficiency_ci95"]]
 
 
 def plot_scaling(table: "pandas.DataFrame", *, title: str = "") -> "matplotlib.figure.Figure":
@@ -200,7 +210,9 @@ def plot_scaling(table: "pandas.DataFrame", *, title: str = "") -> "matplotlib.f
         title: Figure title.
 
     Returns:
-        A ``matplotlib.figure.Figure`` (not registered with pyplot; Jupyter displays it once).
+        A ``matplotlib.figure.Figure`` (not registered with pyplot): show it with
+        :func:`course_lib.lessons.display.show_figure` (returned bare, Jupyter prints only its
+        text ``<Figure size ...>``).
     """
     from matplotlib.figure import Figure
 

@@ -27,6 +27,8 @@ __all__ = [
     "simulate_devices",
     "describe",
     "configure_worker",
+    "WorkerPlan",
+    "plan_workers",
 ]
 
 _RESTART_HINT = ("restart the kernel (Kernel ▸ Restart) and call simulate_devices before anything "
@@ -227,8 +229,9 @@ def configure_worker(local_rank: int, *, threads_per_worker: int | None = None,
                      local_size: int = 1) -> str:
     """Give one Horovod worker its own device; call before TensorFlow initialises devices.
 
-    With GPUs: only GPU ``local_rank`` is made visible (with memory growth), so inside this
-    process it is ``/gpu:0``. Without GPUs: intra-op threads = ``threads_per_worker`` (default
+    With GPUs: only GPU ``local_rank % GPUs`` is made visible (with memory growth, so that
+    workers sharing a GPU each take only what they use), so inside this process it is ``/gpu:0``.
+    Without GPUs: intra-op threads = ``threads_per_worker`` (default
     ``max(1, cores // local_size)``, so the workers of one host share its cores instead of
     oversubscribing them) and inter-op threads = 1 (Keras runs one step's ops in sequence;
     Horovod's allreduce is asynchronous and needs no inter-op thread of its own).
@@ -243,7 +246,6 @@ def configure_worker(local_rank: int, *, threads_per_worker: int | None = None,
 
     Raises:
         ValueError: Invalid ranks/sizes or ``threads_per_worker < 1``.
-        DeviceError: ``local_rank`` has no GPU of its own (more workers than GPUs on the host).
         DevicesAlreadyInitializedError: TensorFlow already initialised its devices.
     """
     if isinstance(local_rank, bool) or not isinstance(local_rank, int) or local_rank < 0:
@@ -260,11 +262,9 @@ def configure_worker(local_rank: int, *, threads_per_worker: int | None = None,
     gpus = tf.config.list_physical_devices("GPU")
     try:
         if gpus:
-            if local_rank >= len(gpus):
-                raise DeviceError(f"local rank {local_rank} has no GPU: this host has {len(gpus)} "
-                                  f"GPU(s); start at most {len(gpus)} workers per host (-np).")
-            tf.config.set_visible_devices(gpus[local_rank], "GPU")
-            tf.config.experimental.set_memory_growth(gpus[local_rank], True)
+            gpu = gpus[local_rank % len(gpus)]  # more workers than GPUs share them (plan_workers)
+            tf.config.set_visible_devices(gpu, "GPU")
+            tf.config.experimental.set_memory_growth(gpu, True)  # so that sharers both fit
             return "/gpu:0"
         set_cpu_threads(threads_per_worker or cores_per_worker(local_size))
         return "/cpu:0"
@@ -275,3 +275,80 @@ def configure_worker(local_rank: int, *, threads_per_worker: int | None = None,
             f"configure_worker must run before TensorFlow initialises its devices ({exc}); call it "
             "right after hvd.init(), before building datasets or models."
         ) from exc
+
+
+@dataclass(frozen=True)
+class WorkerPlan:
+    """How many Horovod workers a lesson starts on this machine, and what that means.
+
+    Attributes:
+        workers: Processes of the lesson's multi-worker runs (its 1-worker runs are the baseline).
+        gpus: Physical GPUs found.
+        cpu_cores: CPU cores this process may use.
+        share_gpu: More workers than GPUs: they share GPUs (each with memory growth), so the
+            run shows the code working, not a speed-up.
+        oversubscribe: More workers than the launcher's slots (GPUs, else cores); pass it to
+            ``run_horovod(..., oversubscribe=...)``.
+        full_data: Train on the full data set (GPUs) rather than a CPU-sized subset.
+        text: One plain sentence for the learner.
+    """
+
+    workers: int
+    gpus: int
+    cpu_cores: int
+    share_gpu: bool
+    oversubscribe: bool
+    full_data: bool
+    text: str
+
+
+def plan_workers(gpus: int | None = None, cores: int | None = None, *, at_least: int = 2,
+                 at_most: int = 8) -> WorkerPlan:
+    """Decide how many Horovod workers a lesson runs: one per GPU, at least ``at_least``.
+
+    - 0 GPUs: ``at_least`` CPU processes (one thread each); oversubscribed when the machine has
+      fewer cores than that.
+    - 1 GPU (the most common learner set-up): ``at_least`` workers share the one GPU, each with
+      memory growth: the code and its output are those of a multi-GPU run, its timing is not.
+    - N >= 2 GPUs: one worker per GPU, up to ``at_most``.
+
+    Args:
+        gpus: Physical GPUs; ``None`` asks ``nvidia-smi`` (:func:`gpu_names`).
+        cores: CPU cores; ``None`` uses :func:`cpu_cores`.
+        at_least: Fewest workers of a multi-worker run (>= 2: one worker is not data parallel).
+        at_most: Most workers (>= ``at_least``).
+
+    Returns:
+        A :class:`WorkerPlan`.
+
+    Raises:
+        ValueError: Negative counts, ``at_least < 2`` or ``at_most < at_least``.
+
+    Introduced in notebooks/03_horovod.ipynb.
+    """
+    gpus = len(gpu_names()) if gpus is None else gpus
+    cores = cpu_cores() if cores is None else cores
+    for name, value in (("gpus", gpus), ("cores", cores)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+    if isinstance(at_least, bool) or not isinstance(at_least, int) or at_least < 2:
+        raise ValueError(f"at_least must be an int >= 2 (one worker is not data parallel), got {at_least!r}")
+    if not isinstance(at_most, int) or at_most < at_least:
+        raise ValueError(f"at_most must be an int >= at_least={at_least}, got {at_most!r}")
+    cores = max(1, cores)
+    workers = min(max(at_least, gpus), at_most)
+    slots = gpus or cores
+    share_gpu = 0 < gpus < workers
+    if gpus == 0:
+        text = (f"No GPU: {workers} workers run as CPU processes with one thread each "
+                f"on this machine's {cores} core{'s' if cores != 1 else ''}"
+                + (" (more workers than cores: they take turns, so timings are pessimistic)."
+                   if workers > cores else "."))
+    elif share_gpu:
+        text = (f"{gpus} GPU{'s' if gpus != 1 else ''}: {workers} workers share "
+                f"{'it' if gpus == 1 else 'them'} (each with memory growth), so the runs show the "
+                "code and its output exactly as on more GPUs, but not a speed-up: "
+                "the workers take turns on the same chip.")
+    else:
+        text = f"{gpus} GPUs: {workers} workers, one per GPU."
+    return WorkerPlan(workers, gpus, cores, share_gpu, workers > slots, gpus > 0, text)
