@@ -9,7 +9,7 @@ import pytest
 
 from course_lib.lessons.exercises import EXERCISES, check
 
-SOLUTIONS_FILE = Path(__file__).resolve().parents[1] / "notebooks" / "solutions" / "answers.py"
+SOLUTIONS_FILE = Path(__file__).resolve().parents[1] / "instructor" / "solutions" / "answers.py"
 spec = importlib.util.spec_from_file_location("answers", SOLUTIONS_FILE)
 answers = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(answers)

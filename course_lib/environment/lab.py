@@ -1,8 +1,10 @@
 """Start JupyterLab the way the course does (``make lab``), for people and for tests.
 
 One place builds the command, so the browser tests start exactly the lab a learner gets:
-the course's notebooks folder, the venv's ``python3`` kernel, no browser opened, and no
-news or update checks (the lab must work on a closed network).
+the course's root folder (so that learners can open ``source_code/`` and ``course_lib/`` next to
+the notebooks, as the notebooks ask them to), opening on ``notebooks/00_setup.ipynb``, with
+``instructor/`` (the exercises' solutions) hidden from the file browser; the venv's ``python3``
+kernel, no browser opened, and no news or update checks (the lab must work on a closed network).
 
 Introduced in notebooks/00_setup.ipynb (README: "make lab").
 """
@@ -17,9 +19,15 @@ from typing import Sequence
 
 from course_lib.training.files import course_root
 
-__all__ = ["NOTEBOOKS_DIR", "lab_command", "main"]
+__all__ = ["COURSE_DIR", "NOTEBOOKS_DIR", "HIDDEN", "FIRST_NOTEBOOK", "lab_command", "main"]
 
-NOTEBOOKS_DIR = course_root() / "notebooks"
+COURSE_DIR = course_root()
+NOTEBOOKS_DIR = COURSE_DIR / "notebooks"
+FIRST_NOTEBOOK = "notebooks/00_setup.ipynb"
+# Names the learner's file browser does not list: Jupyter's own defaults, the instructors'
+# folder (solutions), and what runs write or caches hold.
+HIDDEN = ("__pycache__", "*.pyc", "*.pyo", ".DS_Store", "*~", "*.egg-info", "instructor",
+          "artifacts")
 
 
 def lab_command(*, port: int = 8888, ip: str = "127.0.0.1", token: str | None = None,
@@ -30,7 +38,8 @@ def lab_command(*, port: int = 8888, ip: str = "127.0.0.1", token: str | None = 
         port: TCP port to listen on.
         ip: Address to bind (loopback by default; use ``0.0.0.0`` on a shared lab machine).
         token: Login token; ``None`` keeps Jupyter's default (a random token printed at start).
-        notebook_dir: Folder served (default: the course's ``notebooks/``).
+        notebook_dir: Folder served (default: the course's root; the lab then opens on
+            :data:`FIRST_NOTEBOOK`).
         extra: More ``--Flag=value`` arguments appended as they are.
 
     Returns:
@@ -41,12 +50,16 @@ def lab_command(*, port: int = 8888, ip: str = "127.0.0.1", token: str | None = 
     """
     if not 0 < port < 65536:
         raise ValueError(f"port must be in 1..65535, got {port}")
+    root = Path(notebook_dir) if notebook_dir is not None else COURSE_DIR
     command = [sys.executable, "-m", "jupyterlab",
-               f"--notebook-dir={notebook_dir or NOTEBOOKS_DIR}", f"--ServerApp.ip={ip}",
+               f"--notebook-dir={root}", f"--ServerApp.ip={ip}",
                f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
                "--ServerApp.open_browser=False", "--LabApp.news_url=",
                "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-               "--MappingKernelManager.default_kernel_name=python3"]
+               "--MappingKernelManager.default_kernel_name=python3",
+               f"--ContentsManager.hide_globs={list(HIDDEN)!r}"]
+    if (root / FIRST_NOTEBOOK).is_file():
+        command.append(f"--LabApp.default_url=/lab/tree/{FIRST_NOTEBOOK}")
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         command.append("--ServerApp.allow_root=True")  # containers and CI machines often run as root
     if token is not None:

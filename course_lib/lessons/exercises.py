@@ -3,7 +3,8 @@
 Each exercise has a key (``"02.global_batch"``), a question, a checker and a hint. A notebook's
 exercise cell sets ``answer = ...`` and the next cell calls :func:`check`; it prints whether the
 answer is right, a hint when it is not, and returns the verdict. Instructors find worked solutions
-in ``notebooks/solutions/``; ``tests/test_exercises.py`` proves each checker accepts the solution
+in ``instructor/solutions/`` (hidden from the learners' lab); ``tests/test_exercises.py`` proves
+each checker accepts the solution
 and rejects typical wrong answers.
 
 Introduced in notebooks/00_setup.ipynb.
