@@ -8,6 +8,13 @@ request or a notebook interrupt ends every process of the run (see :mod:`course_
 stderr is never hidden: each line is kept in the log and shown on the stream it was written to
 (a rank's warnings and tracebacks on the notebook's stderr).
 
+Slots are machine-wide (:mod:`course_lib.runner.slots`): a run holds one slot per worker (a
+core, or a GPU) for its whole life, shared with every other launch on the machine, from any
+kernel or user; a launch that does not fit waits in line with a message on stderr (or, with
+``wait_for_slots=False``, raises :class:`SlotsBusyError` naming the holders), and on a CPU-only
+machine each worker gets the threads its slots pay for (``--threads-per-worker``). Every run is
+started under :mod:`course_lib.runner.watchdog`, so it ends within seconds of its caller's death.
+
 Stopping from another thread (the Stop button of :mod:`course_lib.lessons.widgets`): pass a
 ``threading.Event`` as ``stop_event`` and set it; the call then cleans up and raises
 :class:`RunStoppedError`. Progress hooks: ``on_event(dict)`` is called for every JSON event.
@@ -18,6 +25,7 @@ Introduced in notebooks/03_horovod.ipynb.
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import threading
 import time
@@ -25,16 +33,19 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from course_lib.runner.preflight import (
-    CONTROLLERS, LaunchError, available_slots, check_common, check_hosts, check_mpirun,
+    CONTROLLERS, LaunchError, available_slots, check_common, check_env, check_hosts, check_mpirun,
     check_script, check_strings, find_horovodrun, gpu_count)
 from course_lib.runner.runlog import RunResult, parse_line
+from course_lib.runner.slots import SlotsBusyError, total_slots
 
 __all__ = [
-    "LaunchError", "RunFailedError", "RunTimeoutError", "RunStoppedError", "RunResult",
+    "LaunchError", "SlotsBusyError", "RunFailedError", "RunTimeoutError", "RunStoppedError", "RunResult",
     "available_slots", "find_horovodrun", "build_horovod_command", "run_horovod", "run_python",
 ]
 
 _TAIL_LINES = 15
+_LOCAL_HOSTS = ("localhost", "127.0.0.1")
+_THREADS_FLAG = "--threads-per-worker"
 
 
 class RunFailedError(RuntimeError):
@@ -94,7 +105,11 @@ def _make_printer(output: Any) -> Callable[[str, str], None]:
 def _execute(command: list[str], *, horovod: bool, show: str, output: Any, env: Mapping | None,
              cwd: Any, timeout: float | None, check: bool, stop_event: threading.Event | None,
              on_event: Callable[[dict], None] | None, grace_s: Sequence[float],
-             clock: Callable[[], float]) -> RunResult:
+             clock: Callable[[], float], slots: int = 0, total_slots: int | None = None,
+             wait_for_slots: bool = True, script: str = "?",
+             workers: int = 0) -> RunResult:
+    """Hold ``slots`` machine-wide slots (0: none), then stream ``command`` under a watchdog."""
+    from course_lib.runner import slots as slot_files
     from course_lib.runner.processes import stream_command
 
     full_env = dict(os.environ)
@@ -102,6 +117,34 @@ def _execute(command: list[str], *, horovod: bool, show: str, output: Any, env: 
     full_env.setdefault("PYTHONUNBUFFERED", "1")  # otherwise lines arrive only at exit
     result = RunResult(command=list(command))
     printer = _make_printer(output)
+    grant = None
+    if slots:
+        total = total_slots if total_slots is not None else slot_files.total_slots(available_slots())
+        try:
+            grant = slot_files.acquire(
+                min(slots, total), total=total, script=script, workers=workers or slots,
+                timeout_s=timeout, wait=wait_for_slots, stop_event=stop_event,
+                notify=lambda message: printer(message, "stderr"))
+        except slot_files.SlotWaitCancelled:
+            raise RunStoppedError("run was stopped while it waited for slots (nothing was "
+                                  "launched)", returncode=None, rank=None, tail="",
+                                  result=result) from None
+    try:
+        return _stream(command, result, printer, horovod=horovod, show=show, env=full_env,
+                       cwd=cwd, timeout=timeout, check=check, stop_event=stop_event,
+                       on_event=on_event, grace_s=grace_s, clock=clock,
+                       hold_fds=grant.fds if grant else ())
+    finally:
+        if grant is not None:
+            grant.release()
+
+
+def _stream(command: list[str], result: RunResult, printer: Callable[[str, str], None], *,
+            horovod: bool, show: str, env: dict, cwd: Any, timeout: float | None, check: bool,
+            stop_event: threading.Event | None, on_event: Callable[[dict], None] | None,
+            grace_s: Sequence[float], clock: Callable[[], float],
+            hold_fds: Sequence[int]) -> RunResult:
+    from course_lib.runner.processes import stream_command
 
     def on_line(line: str, pipe: str) -> None:
         rank, stream, text, event = parse_line(line, horovod=horovod)
@@ -113,8 +156,9 @@ def _execute(command: list[str], *, horovod: bool, show: str, output: Any, env: 
         if event is not None and on_event is not None:
             on_event(event)
 
-    outcome = stream_command(command, on_line, env=full_env, cwd=cwd, timeout=timeout,
-                             stop_event=stop_event, grace_s=grace_s, clock=clock)
+    outcome = stream_command(command, on_line, env=env, cwd=cwd, timeout=timeout,
+                             stop_event=stop_event, grace_s=grace_s, clock=clock,
+                             hold_fds=hold_fds)
     result.returncode = outcome.returncode
     result.duration_s = outcome.duration_s
     result.pids = outcome.pids
@@ -152,7 +196,8 @@ def run_horovod(script: str | os.PathLike[str], num_workers: int, script_args: S
                 stop_event: threading.Event | None = None,
                 on_event: Callable[[dict], None] | None = None,
                 grace_s: Sequence[float] = (3.0, 3.0),
-                clock: Callable[[], float] = time.monotonic) -> RunResult:
+                clock: Callable[[], float] = time.monotonic,
+                wait_for_slots: bool = True) -> RunResult:
     """Run ``horovodrun -np N [--gloo|--mpi] [-H hosts] [extra] python script args``, live.
 
     Args:
@@ -161,10 +206,12 @@ def run_horovod(script: str | os.PathLike[str], num_workers: int, script_args: S
         script_args: Arguments of the script, each a ``str``.
         hosts: ``"host:slots[,host:slots...]"``; ``None``: this machine.
         controller: ``"gloo"``, ``"mpi"`` or ``None`` (horovodrun's own choice).
-        timeout: Seconds before the run is ended; ``None``: no limit.
-        env: Extra environment variables for the run (added to the current environment).
+        timeout: Seconds before the run is ended; ``None``: no limit (waiting for slots does
+            not count).
+        env: Extra environment variables for the run (added to the current environment), each
+            name and value a ``str``.
         extra_horovodrun_args: More ``horovodrun`` arguments, placed before the script.
-        oversubscribe: Allow more workers than :func:`available_slots`.
+        oversubscribe: Allow more workers than the machine's slots (the run then holds them all).
         show: Output shown while it runs: ``"rank0"``, ``"all"`` (with rank prefixes) or
             ``"none"``; horovodrun's own lines are always shown.
         output: ``None`` (print), an ``ipywidgets.Output``, or a callable taking one line.
@@ -174,12 +221,16 @@ def run_horovod(script: str | os.PathLike[str], num_workers: int, script_args: S
         on_event: Called with every JSON event dict as soon as its line arrives.
         grace_s: Seconds granted after SIGINT and after SIGTERM when ending a run.
         clock: Monotonic clock for ``timeout`` and ``duration_s`` (injectable for tests).
+        wait_for_slots: When other runs on this machine hold the slots needed: ``True`` waits
+            in line (a message on stderr says the position, the holders and an estimate),
+            ``False`` raises :class:`SlotsBusyError` naming them.
 
     Returns:
         The :class:`RunResult` (log, JSON records, return code, duration, pids).
 
     Raises:
         LaunchError: Bad input or missing horovodrun / mpirun, before anything is launched.
+        SlotsBusyError: The slots are held by other runs and ``wait_for_slots=False``.
         RunFailedError: Non-zero exit (with ``check``), naming the failing rank and its tail.
         RunTimeoutError: The timeout expired. RunStoppedError: ``stop_event`` was set.
         KeyboardInterrupt: Re-raised after every process of the run was ended.
@@ -189,21 +240,24 @@ def run_horovod(script: str | os.PathLike[str], num_workers: int, script_args: S
     if controller not in CONTROLLERS:
         raise LaunchError(f"controller={controller!r} must be 'gloo', 'mpi' or None")
     exe = check_common(timeout, show, output, python)
+    env = check_env(env)
     path = check_script(script, cwd)
     args = check_strings("script_args", script_args)
     extra = check_strings("extra_horovodrun_args", extra_horovodrun_args)
+    local = True
     if hosts is not None:
         total = check_hosts(hosts)
         if num_workers > total:
             raise LaunchError(f"num_workers={num_workers} exceeds the {total} slots of "
                               f"hosts={hosts!r}; add slots (host:slots) or use fewer workers")
-    else:
-        slots = available_slots()
-        if num_workers > slots and not oversubscribe:
-            raise LaunchError(
-                f"num_workers={num_workers} exceeds the {slots} slots of this machine "
-                f"({'GPUs' if gpu_count() else 'CPU cores'}); pass oversubscribe=True to run more "
-                "processes than slots (they then share cores, so timings are not representative)")
+        names = {part.strip().partition(":")[0] for part in hosts.split(",")}
+        local = names <= set(_LOCAL_HOSTS) | {socket.gethostname()}
+    machine_slots = total_slots(available_slots())
+    if local and num_workers > machine_slots and not oversubscribe:
+        raise LaunchError(
+            f"num_workers={num_workers} exceeds the {machine_slots} slots of this machine "
+            f"({'GPUs' if gpu_count() else 'CPU cores'}); pass oversubscribe=True to run more "
+            "processes than slots (they then share cores, so timings are not representative)")
     horovodrun = find_horovodrun(exe)
     if controller == "mpi":
         check_mpirun(dict(os.environ) | dict(env or {}))
@@ -211,11 +265,28 @@ def run_horovod(script: str | os.PathLike[str], num_workers: int, script_args: S
         # other ranks compute on (an epoch measured 25 s instead of 7 s). Yield instead, unless the
         # caller chose otherwise.
         env = {"OMPI_MCA_mpi_yield_when_idle": "1", **dict(env or {})}
+    granted = min(num_workers, machine_slots) if local else 0
+    if granted and not gpu_count():
+        # Threads per worker follow the grant (one core per slot), unless the caller chose.
+        threads = max(1, granted // num_workers)
+        env = {"COURSE_THREADS_PER_WORKER": str(threads), **dict(env or {})}
+        if _accepts_threads_flag(path) and not any(
+                a == _THREADS_FLAG or a.startswith(_THREADS_FLAG + "=") for a in args):
+            args = args + [_THREADS_FLAG, str(threads)]
     command = build_horovod_command(horovodrun, num_workers, exe, path, args, hosts, controller,
                                     extra)
     return _execute(command, horovod=True, show=show, output=output, env=env, cwd=cwd,
                     timeout=timeout, check=check, stop_event=stop_event, on_event=on_event,
-                    grace_s=grace_s, clock=clock)
+                    grace_s=grace_s, clock=clock, slots=granted, total_slots=machine_slots,
+                    wait_for_slots=wait_for_slots, script=path.name, workers=num_workers)
+
+
+def _accepts_threads_flag(script: Path) -> bool:
+    """Whether ``script`` defines ``--threads-per-worker`` (the course's Horovod scripts do)."""
+    try:
+        return _THREADS_FLAG in script.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
 
 
 def run_python(script: str | os.PathLike[str], script_args: Sequence[str] = (), *,
@@ -225,13 +296,17 @@ def run_python(script: str | os.PathLike[str], script_args: Sequence[str] = (), 
                stop_event: threading.Event | None = None,
                on_event: Callable[[dict], None] | None = None,
                grace_s: Sequence[float] = (3.0, 3.0),
-               clock: Callable[[], float] = time.monotonic) -> RunResult:
+               clock: Callable[[], float] = time.monotonic, slots: int = 1,
+               wait_for_slots: bool = True) -> RunResult:
     """Run ``python script args`` in a fresh process, streamed and cleaned up like
     :func:`run_horovod` (e.g. a MirroredStrategy run, whose memory is freed at its end).
 
     Args:
         script, script_args, timeout, env, output, check, python, cwd, stop_event, on_event,
-        grace_s, clock: As in :func:`run_horovod`. All output lines count as rank 0.
+        grace_s, clock, wait_for_slots: As in :func:`run_horovod`. All output lines count as
+        rank 0.
+        slots: Machine-wide slots the process holds while it runs (0: none; more than the
+            machine has: all of them).
 
     Returns:
         The :class:`RunResult`.
@@ -241,8 +316,14 @@ def run_python(script: str | os.PathLike[str], script_args: Sequence[str] = (), 
         :func:`run_horovod`.
     """
     exe = check_common(timeout, "all", output, python)
+    env = check_env(env)
     path = check_script(script, cwd)
     args = check_strings("script_args", script_args)
+    if isinstance(slots, bool) or not isinstance(slots, int) or slots < 0:
+        raise LaunchError(f"slots={slots!r} must be an int >= 0 (machine-wide slots to hold)")
+    machine_slots = total_slots(available_slots())
     return _execute([exe, str(path)] + args, horovod=False, show="all", output=output, env=env,
                     cwd=cwd, timeout=timeout, check=check, stop_event=stop_event,
-                    on_event=on_event, grace_s=grace_s, clock=clock)
+                    on_event=on_event, grace_s=grace_s, clock=clock,
+                    slots=min(slots, machine_slots), total_slots=machine_slots,
+                    wait_for_slots=wait_for_slots, script=path.name, workers=1)

@@ -13,12 +13,12 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from course_lib.training.devices import cpu_cores, gpu_names
 
 __all__ = ["LaunchError", "available_slots", "find_horovodrun", "gpu_count", "check_hosts",
-           "check_script", "check_strings", "check_common", "check_mpirun", "CONTROLLERS"]
+           "check_script", "check_strings", "check_env", "check_common", "check_mpirun", "CONTROLLERS"]
 
 CONTROLLERS = ("gloo", "mpi", None)
 _SHOW = ("rank0", "all", "none")
@@ -109,6 +109,10 @@ def check_script(script: str | os.PathLike[str], cwd: str | os.PathLike[str] | N
     if not path.is_absolute() and cwd is not None:
         path = Path(cwd) / path
     path = path.resolve()
+    if path.is_dir():
+        raise LaunchError(f"script {path} is a folder, not a Python file (from "
+                          f"script={str(script)!r}); name the .py file inside it, e.g. "
+                          f"{path / 'train.py'}")
     if not path.is_file():
         raise LaunchError(f"script not found: {path} (from script={str(script)!r}); "
                           "check the path (relative paths are taken from cwd)")
@@ -130,6 +134,33 @@ def check_strings(name: str, values: Sequence[str]) -> list[str]:
             raise LaunchError(f"{name}[{index}] = {value!r} is a {type(value).__name__}, not a "
                               f"str; convert it, e.g. str({value!r})")
         out.append(value)
+    return out
+
+
+def check_env(env: Any) -> dict[str, str] | None:
+    """Check ``env`` (extra environment variables of a run): ``None`` or a mapping of str to str.
+
+    Returns:
+        A plain dict copy (``None`` stays ``None``).
+
+    Raises:
+        LaunchError: Naming the first bad entry and how to write it.
+    """
+    if env is None:
+        return None
+    if not isinstance(env, Mapping):
+        raise LaunchError(f"env={env!r} must be a dict of environment variables, e.g. "
+                          "env={'TF_CPP_MIN_LOG_LEVEL': '2'}")
+    out = {}
+    for name, value in env.items():
+        if not isinstance(name, str) or not name or "=" in name or "\0" in name:
+            raise LaunchError(f"env has the bad variable name {name!r}; names are non-empty "
+                              "strings without '='")
+        if not isinstance(value, str) or "\0" in value:
+            raise LaunchError(f"env[{name!r}] = {value!r} is a {type(value).__name__}, not a str; "
+                              f"environment values are strings: write env={{{name!r}: "
+                              f"{str(value)!r}}}")
+        out[name] = value
     return out
 
 
