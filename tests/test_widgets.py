@@ -110,3 +110,67 @@ def test_stop_ends_a_background_run_without_leftovers():
     assert processes_with(mark) == []
     assert panel.wait() is None and "stopped" in panel.status.value
     assert panel.records == [] and panel.stop_button.disabled
+
+
+# -- efficiencies the panel may report (issue 15, point 4) --------------------------------------
+@pytest.fixture
+def private_slots(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_SLOTS_DIR", str(tmp_path / "slots"))
+
+
+def fake_result(workers: int, images_per_sec: float, warmups: list[bool]):
+    from course_lib.runner.runlog import RunResult
+
+    res = RunResult(command=["horovodrun"])
+    for i, warm in enumerate(warmups):
+        res.epochs.append({"event": "epoch", "epoch": i + 1, "warmup": warm})
+    res.result = {"event": "result", "workers": workers, "per_worker_batch": 64,
+                  "global_batch": 64 * workers, "images_per_sec": images_per_sec,
+                  "images_per_sec_ci95": 1.0}
+    res.returncode, res.duration_s = 0, 1.0
+    return res
+
+
+def test_warmup_only_runs_are_recognised():
+    from course_lib.lessons.widgets import warmup_only
+
+    assert warmup_only(fake_result(1, 100.0, [True]))
+    assert not warmup_only(fake_result(1, 100.0, [True, False]))
+    assert not warmup_only(fake_result(1, 100.0, []))  # no epoch events: nothing to tell
+    with_flag = fake_result(1, 100.0, [])
+    with_flag.result["includes_warmup"] = True
+    assert warmup_only(with_flag)
+
+
+def test_one_epoch_runs_give_no_efficiency(monkeypatch, private_slots):
+    """The panel's 1-epoch run is warm-up only: it must not reach the scaling table."""
+    monkeypatch.setattr("course_lib.runner.launch.available_slots", lambda: 2)
+    panel = ControlPanel(SCRIPTS / "sleep_hvd.py")
+    runs = {1: fake_result(1, 100.0, [True]), 2: fake_result(2, 251.0, [True])}
+    monkeypatch.setattr("course_lib.runner.launch.run_horovod",
+                        lambda script, workers, args, **kw: runs[workers])
+    panel.run(workers=1, epochs=1)
+    panel.run(workers=2, epochs=1)
+    assert panel.records == []
+    assert "not added to the scaling table: every epoch was warm-up" in panel.status.value
+    assert "efficiency" not in panel.table.value and "speedup" not in panel.table.value
+
+
+def test_super_linear_efficiency_is_flagged_with_its_likely_cause(monkeypatch, private_slots):
+    from course_lib.lessons.widgets import superlinear_notes
+
+    monkeypatch.setattr("course_lib.runner.launch.available_slots", lambda: 2)
+    panel = ControlPanel(SCRIPTS / "sleep_hvd.py")
+    runs = {1: fake_result(1, 100.0, [True, False]), 2: fake_result(2, 260.0, [True, False])}
+    monkeypatch.setattr("course_lib.runner.launch.run_horovod",
+                        lambda script, workers, args, **kw: runs[workers])
+    panel.run(workers=1, epochs=2)
+    panel.run(workers=2, epochs=2)
+    assert len(panel.records) == 2
+    assert "course-superlinear" in panel.table.value
+    assert "super-linear efficiency 130%" in panel.table.value  # 260 / (2 x 100)
+    assert "1-worker baseline ran slow" in panel.table.value
+    table = scaling.scaling_table([runs[1], fake_result(2, 190.0, [False])])
+    assert superlinear_notes(table) == []  # 95 %: below linear, nothing to flag
+    noisy = table.assign(efficiency=[1.0, 1.05], efficiency_ci95=[0.0, 0.1])
+    assert "cannot tell" in superlinear_notes(noisy)[0]

@@ -28,7 +28,55 @@ import threading
 from pathlib import Path
 from typing import Any, Sequence
 
-__all__ = ["ControlPanel", "default_script"]
+__all__ = ["ControlPanel", "default_script", "warmup_only", "superlinear_notes"]
+
+
+def warmup_only(result: Any) -> bool:
+    """Whether a run measured nothing but warm-up (so its images/s must not enter a scaling table).
+
+    The course's scripts mark each ``epoch`` event with ``warmup`` (tracing and caches filling,
+    left out of the ``result``'s images/s); when every epoch was warm-up, the ``result`` falls
+    back on them (``includes_warmup``). Epoch events without the key count as measured.
+
+    Args:
+        result: The launcher's ``RunResult``.
+
+    Returns:
+        ``True`` when the result says ``includes_warmup`` or every epoch event has ``warmup``.
+    """
+    if (getattr(result, "result", None) or {}).get("includes_warmup") is True:
+        return True
+    epochs = list(getattr(result, "epochs", None) or [])
+    return bool(epochs) and all(e.get("warmup") is True for e in epochs)
+
+
+def superlinear_notes(table: Any) -> list[str]:
+    """One warning per row of a scaling table whose efficiency is above 100 %, with its cause.
+
+    Args:
+        table: A ``course_lib.lessons.scaling.scaling_table`` frame (``efficiency_ci95`` is used
+            when present: a row whose interval reaches 100 % is "cannot tell").
+
+    Returns:
+        The warnings (empty when no row is super-linear).
+    """
+    notes = []
+    for row in table.to_dict("records"):
+        eff, n = float(row["efficiency"]), int(row["devices"])
+        if n < 2 or not eff > 1.0:
+            continue
+        ci = float(row.get("efficiency_ci95", float("nan")))
+        if ci == ci and eff - ci <= 1.0:
+            notes.append(f"{n} workers: efficiency {eff:.0%} is above 100 % but within its 95 % "
+                         f"interval (±{ci:.0%}): cannot tell it from linear.")
+            continue
+        notes.append(
+            f"{n} workers: super-linear efficiency {eff:.0%} (more than {n}x one worker). Likely "
+            "cause: the 1-worker baseline ran slow — measured while the machine was busy (other "
+            "runs, other learners), in its warm-up epoch, or with more threads than cores; "
+            "smaller per-worker data fitting a cache can also help. Re-run the 1-worker "
+            "baseline (several times, on a quiet machine) before trusting this figure.")
+    return notes
 
 
 def default_script() -> Path:
@@ -225,10 +273,14 @@ class ControlPanel:
                                  stop_event=self._stop_event, on_event=self._on_event,
                                  timeout=self.timeout, python=self.python)
             self.last_result = result
-            if result.result is not None:
+            done = f"done: {workers} workers in {result.duration_s:.1f} s"
+            if result.result is not None and warmup_only(result):
+                done += ("; not added to the scaling table: every epoch was warm-up (tracing, "
+                         "caches), which says nothing about scaling; run 2 epochs or more")
+            elif result.result is not None:
                 self.records.append(scaling.to_record(result, label=f"horovod-{controller} x{workers}"))
                 self._save_records()
-            self._set_status(f"done: {workers} workers in {result.duration_s:.1f} s")
+            self._set_status(done)
             self._refresh_results()
         except RunStoppedError as exc:
             self.last_error, self.last_result = exc, exc.result
@@ -280,7 +332,9 @@ class ControlPanel:
         except ValueError as exc:  # no 1-worker baseline yet, or weak and strong mixed
             self.table.value = f"<i>{html.escape(str(exc))}</i>"
             return
-        self.table.value = table.to_html(index=False, float_format=lambda v: f"{v:.3g}")
+        self.table.value = table.to_html(index=False, float_format=lambda v: f"{v:.3g}") + "".join(
+            f'<p class="course-superlinear" style="color:#b00020">&#9888; {html.escape(note)}</p>'
+            for note in superlinear_notes(table))
         self.figure = scaling.plot_scaling(table, title="Horovod scaling (this panel's runs)")
         # Runs end in a background thread, and `with output: display(...)` from a thread never
         # reaches JupyterLab; appending the rendered image to the Output widget does.
