@@ -45,7 +45,10 @@ def holder_process(count: int, script: str = "holder.py") -> subprocess.Popen:
     """)
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE,
                             text=True)
-    assert proc.stdout.readline().startswith("held")
+    if not proc.stdout.readline().startswith("held"):
+        proc.kill()
+        proc.wait()
+        raise AssertionError("the holder process could not take its slots")
     return proc
 
 
