@@ -181,7 +181,9 @@ def scaling_table(records: Iterable[Any], *, mode: str | None = None) -> "pandas
             f"batch), or vary both: {listing}. Make one table per kind.")
     chosen = mode or ("weak" if weak else "strong")
     frame = pd.DataFrame([asdict(r) for r in recs])
-    frame["ci95"] = [float(r.extra.get("images_per_sec_ci95", math.nan)) for r in recs]
+    # A run whose mean counts one epoch reports images_per_sec_ci95 = null: no interval, NaN.
+    frame["ci95"] = [math.nan if r.extra.get("images_per_sec_ci95") is None
+                     else float(r.extra["images_per_sec_ci95"]) for r in recs]
     grouped = (frame.groupby("devices", sort=True)
                .agg(per_device_batch=("per_device_batch", "first"),
                     global_batch=("global_batch", "first"),
