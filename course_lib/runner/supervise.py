@@ -61,8 +61,11 @@ def supervise(specs: list[dict], grace_s: float = 3.0) -> int:
     for thread in threads:
         thread.start()
     status = 0
-    while any(proc.poll() is None for proc in procs):
-        failed = [(i, p.returncode) for i, p in enumerate(procs) if p.returncode not in (None, 0)]
+    while True:
+        codes = [proc.poll() for proc in procs]  # poll every worker, not just the first live one
+        if all(code is not None for code in codes):
+            break
+        failed = [(i, code) for i, code in enumerate(codes) if code not in (None, 0)]
         if failed:
             index, code = failed[0]
             status = _status(code)
