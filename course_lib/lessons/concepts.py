@@ -14,9 +14,12 @@ Introduced in notebooks/01_data_parallelism.ipynb.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas
 
 __all__ = ["AllReduceResult", "ring_allreduce", "allreduce_cost_table", "synchronous_vs_asynchronous"]
 

@@ -13,10 +13,11 @@ Introduced in notebooks/00_setup.ipynb.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["Exercise", "EXERCISES", "check"]
+__all__ = ["Exercise", "EXERCISES", "check", "check_horovod_run", "steps_shown"]
 
 
 @dataclass(frozen=True)
@@ -104,3 +105,72 @@ def check(key: str, answer: Any) -> bool:
         return True
     print(f"[{key}] not yet: {answer!r} is not right. Hint: {exercise.hint}.")
     return False
+
+
+_KERAS_STEPS = re.compile(r"^\s*(\d+)/(\d+) - ")  # Keras verbose=2: "24/24 - 3s - loss: ..."
+
+
+def _flag(command: list[str], name: str, default: int) -> int:
+    """The int value of ``--name`` in an argument list, else ``default``."""
+    for i, arg in enumerate(command):
+        if arg == name and i + 1 < len(command):
+            return int(command[i + 1])
+        if arg.startswith(name + "="):
+            return int(arg.split("=", 1)[1])
+    return default
+
+
+def steps_shown(run: Any) -> list[int]:
+    """Steps per epoch that rank 0's Keras progress lines (``verbose=2``) report, one per epoch."""
+    from course_lib.runner.runlog import parse_line
+
+    steps = []
+    for line in run.log:
+        rank, _stream, text, _event = parse_line(line)
+        match = _KERAS_STEPS.match(text) if rank == 0 else None
+        if match and match.group(1) == match.group(2):
+            steps.append(int(match.group(1)))
+    return steps
+
+
+def check_horovod_run(run: Any, *, workers: int = 2) -> bool:
+    """Self-check of the coding exercise of notebooks/03_horovod.ipynb: is this a working Horovod run?
+
+    The learner turns ``source_code/keras_fmnist.py`` into a Horovod script and runs it with
+    ``launch.run_horovod(script, workers, [...])``. The check reads only what that run printed,
+    so it holds no answer to copy: every rank reported the same weights digest (the gradients were
+    averaged and the start broadcast), and rank 0's epochs ran
+    ``ceil(train_subset / (batch_size × workers))`` steps (the data was divided among the workers).
+
+    Args:
+        run: The ``RunResult`` of ``course_lib.runner.launch.run_horovod``.
+        workers: The number of workers the run was asked for.
+
+    Returns:
+        True when every property holds; prints what failed and a hint otherwise.
+    """
+    key = "03.horovod_script"
+    if run is None:
+        print(f"[{key}] not run yet — run your script with launch.run_horovod, then this cell.")
+        return False
+    problems = []
+    ranks = sorted(getattr(run, "digests", {}))
+    if ranks != list(range(workers)):
+        problems.append(f"digest lines came from ranks {ranks}, expected {list(range(workers))}: print the "
+                        "digest on every rank, with its own rank (hvd.rank())")
+    elif len(set(run.digests.values())) != 1:
+        problems.append("the ranks ended with DIFFERENT weights: are the gradients averaged "
+                        "(hvd.DistributedOptimizer) and rank 0's start broadcast (BroadcastGlobalVariablesCallback)?")
+    command = [str(arg) for arg in getattr(run, "command", [])]
+    expected = math.ceil(_flag(command, "--train-subset", 60000) / (_flag(command, "--batch-size", 128) * workers))
+    shown = steps_shown(run)
+    if not shown:
+        problems.append("rank 0 printed no Keras progress line ('N/N - ...'): keep verbose=2 on rank 0")
+    elif any(steps != expected for steps in shown):
+        problems.append(f"each epoch ran {shown[0]} steps: is one epoch one pass over the data by ALL workers "
+                        "together (each worker reads its shard and runs 1/size of the steps)?")
+    if problems:
+        print(f"[{key}] not yet:\n- " + "\n- ".join(problems))
+        return False
+    print(f"[{key}] correct: {workers} ranks with identical weights, {shown[0]} steps per epoch each.")
+    return True

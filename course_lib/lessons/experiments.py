@@ -10,9 +10,13 @@ Introduced in notebooks/01_data_parallelism.ipynb.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    import matplotlib.figure
+    import pandas
 
 __all__ = ["batch_size_sweep", "plot_batch_sweep"]
 

@@ -125,8 +125,11 @@ class ControlPanel:
         self._thread: threading.Thread | None = None
         self._stop_event: threading.Event | None = None
 
-        self.workers = w.IntSlider(value=min(2, self.slots), min=1, max=2 * self.slots,
-                                   description="workers")
+        from course_lib.training.devices import plan_workers
+
+        self.plan = plan_workers()  # the same decision as notebook 03's runs (one GPU: 2 share it)
+        self.workers = w.IntSlider(value=self.plan.workers, min=1,
+                                   max=max(2 * self.slots, self.plan.workers), description="workers")
         self.oversubscribe_note = w.HTML()
         self.batch_size = w.IntSlider(value=64, min=8, max=1024, step=8,
                                       description="batch/worker")

@@ -37,3 +37,10 @@ WRONG = {
     "03.scaled_lr": [0.001, 0.000125],
     "04.steps_ratio": [1, 64],
 }
+
+# Coding exercises: the solution is a file; the self-check reads the learner's run, not a stored value.
+CODING = {
+    # 03_horovod: turn source_code/keras_fmnist.py into a Horovod script and run it with 2 workers.
+    # The course's own minimal script IS the solution (diff it against keras_fmnist.py: the five changes).
+    "03.horovod_script": "source_code/horovod_fmnist_minimal.py",
+}
