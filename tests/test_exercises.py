@@ -111,3 +111,55 @@ def test_coding_self_check_without_a_run(capsys: pytest.CaptureFixture[str]) -> 
 
     assert check_horovod_run(None) is False
     assert "not run yet" in capsys.readouterr().out
+
+
+# --- the coding exercise of 02: one replica's step of a custom training loop -----------------------
+REPLICA_STEP_CHECK = r'''
+import importlib.util, json, sys
+from course_lib.training import devices
+names = devices.simulate_devices(2)
+import tensorflow as tf
+from course_lib.lessons.exercises import check_replica_step
+spec = importlib.util.spec_from_file_location("answers", sys.argv[1])
+answers = importlib.util.module_from_spec(spec); spec.loader.exec_module(answers)
+strategy = tf.distribute.MirroredStrategy(names)
+per_example = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+
+def per_replica_batch(model, optimizer, images, labels):   # divides by the per-replica batch
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(per_example(labels, model(images, training=True)))
+    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    return loss
+
+def fixed_global_batch(model, optimizer, images, labels):  # 32 even at the partial step
+    with tf.GradientTape() as tape:
+        loss = tf.nn.compute_average_loss(per_example(labels, model(images, training=True)), global_batch_size=32)
+    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    return loss
+
+def no_update(model, optimizer, images, labels):
+    return tf.reduce_sum(per_example(labels, model(images, training=True)))
+
+def unwritten(model, optimizer, images, labels):
+    raise NotImplementedError
+
+verdicts = {name: check_replica_step(fn, strategy) for name, fn in [
+    ("solution", answers.replica_step), ("per_replica_batch", per_replica_batch),
+    ("fixed_global_batch", fixed_global_batch), ("no_update", no_update), ("unwritten", unwritten)]}
+print(json.dumps(verdicts))
+'''
+
+
+def test_replica_step_check_accepts_the_solution_and_rejects_wrong_steps(tmp_path: Path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", REPLICA_STEP_CHECK, str(SOLUTIONS_FILE)], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    verdicts = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert verdicts == {"solution": True, "per_replica_batch": False, "fixed_global_batch": False,
+                        "no_update": False, "unwritten": False}, proc.stdout
+    assert "not written yet" in proc.stdout and "Hint:" in proc.stdout

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["Exercise", "EXERCISES", "check", "check_horovod_run", "steps_shown"]
+__all__ = ["Exercise", "EXERCISES", "check", "check_horovod_run", "check_replica_step", "steps_shown"]
 
 
 @dataclass(frozen=True)
@@ -174,3 +174,68 @@ def check_horovod_run(run: Any, *, workers: int = 2) -> bool:
         return False
     print(f"[{key}] correct: {workers} ranks with identical weights, {shown[0]} steps per epoch each.")
     return True
+
+
+def check_replica_step(replica_step: Callable[..., Any], strategy: Any, *, seed: int = 0) -> bool:
+    """Self-check of the coding exercise of notebooks/02_mirrored_strategy.ipynb: a custom loop's step.
+
+    ``replica_step(model, optimizer, images, labels)`` is the learner's function, run on every replica
+    by ``strategy.run``. The check trains a small model with it for two steps — a full global batch of
+    32 images, then a partial one of 24 — and the same model on one device with the plain mean loss
+    over the same images. A correct step gives the same weights (float32 rounding aside); dividing by
+    the per-replica batch, or by a fixed global batch at the partial step, or forgetting to apply the
+    gradients, does not. No answer is stored: the reference is computed here, from the same images.
+
+    Args:
+        replica_step: The learner's function.
+        strategy: A ``tf.distribute`` strategy with at least 2 replicas.
+        seed: Seed of the weights and images.
+
+    Returns:
+        True when the two models end with the same weights.
+    """
+    import numpy as np
+    import tensorflow as tf
+
+    key = "02.replica_step"
+    if strategy.num_replicas_in_sync < 2:
+        print(f"[{key}] needs a strategy with at least 2 replicas, got {strategy.num_replicas_in_sync}.")
+        return False
+    rng = np.random.default_rng(seed)
+    images = rng.normal(size=(56, 28, 28, 1)).astype("float32")
+    labels = rng.integers(0, 10, size=56)
+    dataset = tf.data.Dataset.from_tensor_slices((images, labels)).batch(32)
+
+    def small_model() -> Any:
+        init = tf.keras.initializers.GlorotUniform(seed=seed)
+        return tf.keras.Sequential([tf.keras.layers.Flatten(input_shape=(28, 28, 1)),
+                                    tf.keras.layers.Dense(10, kernel_initializer=init)])
+
+    reference = small_model()
+    ref_opt = tf.keras.optimizers.SGD(0.5)
+    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    for x, y in dataset:
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, reference(x, training=True))
+        ref_opt.apply_gradients(zip(tape.gradient(loss, reference.trainable_variables),
+                                    reference.trainable_variables))
+    with strategy.scope():
+        model = small_model()
+        optimizer = tf.keras.optimizers.SGD(0.5)
+    try:
+        for x, y in strategy.experimental_distribute_dataset(dataset):
+            strategy.run(replica_step, args=(model, optimizer, x, y))
+    except NotImplementedError:
+        print(f"[{key}] not written yet — write my_replica_step in the cell above and run both cells.")
+        return False
+    except Exception as exc:  # the learner's code failed: say how, do not crash the notebook
+        print(f"[{key}] not yet: your step raised {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+        return False
+    gap = max(float(np.max(np.abs(a - b))) for a, b in zip(model.get_weights(), reference.get_weights()))
+    if gap < 1e-5:
+        print(f"[{key}] correct: two replicas give the weights of one device on the same images.")
+        return True
+    print(f"[{key}] not yet: the weights differ from one device's by up to {gap:.2g}. Hint: divide the sum of "
+          "the per-example losses by the images of this step on ALL replicas (the last step is partial), "
+          "then apply the gradients.")
+    return False

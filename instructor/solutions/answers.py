@@ -43,4 +43,21 @@ CODING = {
     # 03_horovod: turn source_code/keras_fmnist.py into a Horovod script and run it with 2 workers.
     # The course's own minimal script IS the solution (diff it against keras_fmnist.py: the five changes).
     "03.horovod_script": "source_code/horovod_fmnist_minimal.py",
+    # 02_mirrored_strategy: replica_step below.
+    "02.replica_step": "instructor/solutions/answers.py::replica_step",
 }
+
+
+def replica_step(model, optimizer, images, labels):
+    """02's coding exercise: one replica's share of a training step (run by strategy.run)."""
+    import tensorflow as tf
+
+    per_example = tf.keras.losses.SparseCategoricalCrossentropy(
+        from_logits=True, reduction=tf.keras.losses.Reduction.NONE)
+    context = tf.distribute.get_replica_context()
+    step_images = context.all_reduce(tf.distribute.ReduceOp.SUM, tf.shape(labels)[0])  # all replicas
+    with tf.GradientTape() as tape:
+        loss = tf.nn.compute_average_loss(per_example(labels, model(images, training=True)),
+                                          global_batch_size=step_images)
+    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    return loss
