@@ -87,72 +87,79 @@ def test_warmup_multiplier_matches_horovods_ramp() -> None:
         schedules.warmup_multiplier(0, 1, 1)
 
 
-def test_time_to_accuracy_counts_what_ran() -> None:
-    run = _run({}, [0.5, 0.79, 0.80, 0.85], steps=47, samples=6000)
-    reach = ablation.time_to_accuracy(run["epochs"], 0.80, backward_passes_per_step=8)
-    assert reach["reached"] and reach["epoch"] == 3
-    assert reach["samples"] == 18000 and reach["steps"] == 141
-    assert reach["updates"] == 141 // 8 == 17  # partial accumulation carries over
-    assert reach["train_time_s"] == pytest.approx(6.0) and reach["wall_time_s"] == 14.0
+def _trials(accuracies: list[float], *, val: list[list[float]] | None = None,
+            updates: int = 24) -> list[dict]:
+    val = val or [[0.5, a] for a in accuracies]
+    return [{"seed": seed, "test_accuracy": acc, "val_accuracy": curve[-1], "updates": updates,
+             "lr": 0.01, "val_curve": [(updates // len(curve) * (i + 1), v)
+                                       for i, v in enumerate(curve)]}
+            for seed, (acc, curve) in enumerate(zip(accuracies, val))]
 
 
-def test_time_to_accuracy_not_reached_and_errors() -> None:
-    run = _run({}, [0.5, 0.6])
-    reach = ablation.time_to_accuracy(run["epochs"], 0.8)
-    assert reach == {"reached": False, "epoch": None, "samples": None, "steps": None,
-                     "updates": None, "train_time_s": None, "wall_time_s": None}
+SETTINGS = {"optimizer": "sgd", "base_lr": 0.01, "base_batch": 32, "batch": 32}
+TRIAL_LADDER = [
+    Config("baseline", SETTINGS),
+    Config("naive", {**SETTINGS, "batch": 256}, parent="baseline"),
+    Config("+ linear", {**SETTINGS, "batch": 256, "lr_scaling": "linear"}, parent="naive"),
+]
+
+
+def test_updates_to_target() -> None:
+    curve = [(8, 0.5), (16, 0.79), (24, 0.80)]
+    assert ablation.updates_to_target(curve, 0.80) == 24
+    assert ablation.updates_to_target(curve, 0.81) is None
     with pytest.raises(ValueError, match="0..1"):
-        ablation.time_to_accuracy(run["epochs"], 80)
-    del run["epochs"][0]["test_accuracy"]
-    with pytest.raises(ValueError, match="--eval-every-epoch"):
-        ablation.time_to_accuracy(run["epochs"], 0.8)
+        ablation.updates_to_target(curve, 80)
 
 
-def test_epoch_table_is_cumulative() -> None:
-    table = ablation.epoch_table({"a": _run({"backward_passes_per_step": 4}, [0.5, 0.7], steps=10)})
-    assert table["samples"].tolist() == [320, 640]
-    assert table["steps"].tolist() == [10, 20]
-    assert table["updates"].tolist() == [2, 5]
-    assert table["train_time_s"].tolist() == [2.0, 4.0]
+def test_paired_difference_and_decide() -> None:
+    mean, half = ablation.paired_difference(_trials([0.80, 0.82, 0.81]), _trials([0.70, 0.71, 0.72]))
+    assert mean == pytest.approx(0.10)
+    # differences 0.10, 0.11, 0.09: sd 0.01, t(2) = 4.303
+    assert half == pytest.approx(4.303 * 0.01 / math.sqrt(3), rel=1e-3)
+    assert ablation.decide(mean, half, 0.0) == "above"
+    assert ablation.decide(mean, half, 0.2) == "below"
+    assert ablation.decide(mean, half, 0.1) == "cannot tell"
+    with pytest.raises(ValueError, match="at least 2 seeds"):
+        ablation.paired_difference(_trials([0.8]), _trials([0.7]))
 
 
-def test_summary_table_and_verdict() -> None:
-    runs = {
-        "baseline": _run({}, [0.70, 0.82, 0.86], steps=80),
-        "naive 8x": _run({"backward_passes_per_step": 8, "global_batch": 256}, [0.5, 0.6, 0.7]),
-        "+ LR scaling": _run({"backward_passes_per_step": 8, "global_batch": 256, "lr": 0.008},
-                             [0.6, 0.8, 0.855]),
-        "2 workers": _run({"workers": 2, "backward_passes_per_step": 4}, [0.4, 0.5, 0.6]),
-    }
-    summary = ablation.summary_table(LADDER, runs, target=0.80)
-    assert list(summary.index) == [c.name for c in LADDER]
-    row = summary.loc["+ LR scaling"]
-    assert row["changes"] == "+--scale-lr" and row["emulation"] == "accumulation x8"
-    assert row["samples"] == 960 and row["steps"] == 30 and row["updates"] == 3
-    assert row["epoch_to_target"] == 2 and row["updates_to_target"] == 2
-    assert summary.loc["naive 8x", "updates_to_target"] == "not reached"
-    assert summary.loc["baseline", "updates"] == 240
-    assert summary.loc["2 workers", "emulation"] == "2 workers + accumulation x4"
+def test_pick_on_validation_reads_validation_only() -> None:
+    runs = {0.5: _trials([0.99, 0.99], val=[[0.6], [0.6]]), 2.0: _trials([0.1, 0.1], val=[[0.7], [0.7]])}
+    best, table = ablation.pick_on_validation(runs)
+    assert best == 2.0 and table.loc[2.0, "seeds"] == 2
+    with pytest.raises(ValueError):
+        ablation.pick_on_validation({})
 
-    result = ablation.verdict(summary, "baseline", ["naive 8x", "+ LR scaling"])
-    assert result["best"] == "+ LR scaling" and result["within"]
-    assert result["gap"] == pytest.approx(0.005)
-    strict = ablation.verdict(summary, "baseline", ["naive 8x", "+ LR scaling"], tolerance=0.001)
-    assert not strict["within"]
-    with pytest.raises(KeyError, match="no row 'LARS'"):
-        ablation.verdict(summary, "baseline", ["LARS"])
-    with pytest.raises(ValueError, match="no run for configuration"):
-        ablation.summary_table(LADDER, {"baseline": runs["baseline"]}, 0.8)
+
+def test_seed_table_and_ladder_table() -> None:
+    runs = {"baseline": _trials([0.85, 0.86, 0.84], updates=192),
+            "naive": _trials([0.70, 0.72, 0.71], val=[[0.5, 0.6]] * 3),
+            "+ linear": _trials([0.70, 0.73, 0.71])}
+    table = ablation.seed_table(TRIAL_LADDER, runs, target=0.80)
+    assert list(table.index) == ["baseline", "naive", "+ linear"]
+    assert table.loc["naive", "changes"] == "batch 32 -> 256"
+    assert table.loc["+ linear", "changes"] == "+lr_scaling linear"
+    assert table.loc["baseline", "test_accuracy"] == pytest.approx(0.85)
+    assert table.loc["baseline", "seeds"] == 3 and table.loc["baseline", "updates"] == 192
+    assert table.loc["baseline", "updates_to_target"] == 192
+    assert table.loc["naive", "updates_to_target"] == "not reached"
+    steps = ablation.ladder_table(TRIAL_LADDER, runs)
+    assert steps.loc["naive", "verdict"] == "worse"
+    assert steps.loc["+ linear", "verdict"] == "cannot tell"
+    with pytest.raises(ValueError, match="no trials"):
+        ablation.seed_table(TRIAL_LADDER, {"baseline": runs["baseline"]}, 0.8)
 
 
 def test_plot_curves_has_two_panels() -> None:
     import matplotlib
 
     matplotlib.use("Agg")
-    table = ablation.epoch_table({"a": _run({}, [0.5, 0.7]), "b": _run({}, [0.6, 0.8])})
-    fig = ablation.plot_curves(table, target=0.8, title="t")
+    runs = {"baseline": _trials([0.85, 0.86]), "naive": _trials([0.7, 0.72]),
+            "+ linear": _trials([0.75, 0.74])}
+    fig = ablation.plot_curves(TRIAL_LADDER, runs, images_per_epoch=2048, target=0.8, title="t")
     assert len(fig.axes) == 2
-    assert len(fig.axes[0].lines) == 3  # two configurations + target line
+    assert len(fig.axes[0].lines) == 4  # three configurations + target line
 
 
 def test_import_does_not_start_tensorflow() -> None:

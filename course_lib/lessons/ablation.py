@@ -1,10 +1,10 @@
-"""Large-batch ablation: configurations that change one thing each, tables, time-to-accuracy.
+"""Large-batch ablation: configurations that change one thing each, several seeds, verdicts with CIs.
 
 A ladder of :class:`Config` rows, each naming the row it builds on; :func:`changes` derives the
-"changes" column from the flags, so it cannot disagree with what ran. The runs' ``epoch`` events
-(``--eval-every-epoch`` adds test metrics) become tables, time-to-accuracy, a plot and a verdict,
-at equal sample budget (same epochs = same images; the optimizer updates differ and are shown).
-Nothing here imports TensorFlow.
+"changes" column from the settings, so it cannot disagree with what ran. Each row runs with the same
+seeds (same initial weights, data order, dropout masks), so two rows compare *paired*: the verdicts
+use the 95 % CI of the per-seed differences (:func:`course_lib.training.stats.mean_ci95`) and say
+"cannot tell" when it straddles the threshold. Nothing here imports TensorFlow.
 
 Introduced in notebooks/04_large_batch.ipynb.
 """
@@ -14,8 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-__all__ = ["Config", "changes", "emulation", "time_to_accuracy",
-           "epoch_table", "summary_table", "verdict", "plot_curves"]
+from course_lib.training.stats import mean_ci95
+
+__all__ = ["Config", "changes", "emulation", "updates_to_target", "pick_on_validation",
+           "paired_difference", "decide", "seed_table", "ladder_table", "plot_curves"]
 
 
 @dataclass(frozen=True)
@@ -24,8 +26,9 @@ class Config:
 
     Attributes:
         name: Row label, e.g. ``"+ warm-up"``.
-        flags: Script flags, ``{"--lr": "0.001", "--scale-lr": True}``; ``True`` is a switch,
-            ``False`` or ``None`` leaves the flag out.
+        flags: Script flags, ``{"--lr": "0.001", "--scale-lr": True}`` (``True`` is a switch,
+            ``False`` or ``None`` leaves the flag out), or the settings of an in-process run
+            (:mod:`course_lib.lessons.trials`).
         parent: Name of the row it builds on (``None`` for the baseline).
         workers: Horovod processes for the run.
     """
@@ -89,178 +92,149 @@ def emulation(workers: int, backward_passes_per_step: int) -> str:
     return " + ".join(parts) or "none"
 
 
-def _cumulative(epochs: Sequence[Mapping[str, Any]], k: int) -> list[dict[str, Any]]:
-    """Per epoch: samples, steps, updates = floor(steps / k) and training seconds so far.
-
-    Horovod's accumulation increments ``optimizer.iterations`` at every step, so real updates
-    are counted from the steps (a partial accumulation carries into the next epoch).
-    """
-    rows, samples, steps, train_time = [], 0, 0, 0.0
-    for event in epochs:
-        samples += int(event["samples"])
-        steps += int(event["steps"])
-        train_time += float(event["epoch_time_s"])
-        rows.append({"epoch": int(event["epoch"]), "samples": samples, "steps": steps,
-                     "updates": steps // k, "train_time_s": train_time,
-                     "test_accuracy": event.get("test_accuracy"),
-                     "test_loss": event.get("test_loss"), "wall_time_s": event.get("wall_time_s")})
-    return rows
-
-
-def time_to_accuracy(epochs: Sequence[Mapping[str, Any]], target: float,
-                     backward_passes_per_step: int = 1) -> dict[str, Any]:
-    """First epoch whose test accuracy reaches ``target``, and what it cost to get there.
+def updates_to_target(curve: Sequence[tuple[int, float]], target: float) -> int | None:
+    """Updates done when the validation accuracy first reached ``target`` (``None``: never).
 
     Args:
-        epochs: The run's ``epoch`` events in order, each with ``steps``, ``samples``,
-            ``epoch_time_s``, ``test_accuracy`` (and optionally ``wall_time_s``).
-        target: Test accuracy to reach (fixed before the runs), in 0..1.
-        backward_passes_per_step: k, the batches accumulated per optimizer update.
-
-    Returns:
-        ``{"reached": bool, "epoch", "samples", "steps", "updates", "train_time_s",
-        "wall_time_s"}``; all but ``reached`` are ``None`` when the target was not reached.
+        curve: ``[(updates, accuracy), ...]`` in order (one point per epoch).
+        target: Accuracy in 0..1, fixed before the runs.
 
     Raises:
-        ValueError: ``target`` outside 0..1, or an event without ``test_accuracy`` (run the
-            script with ``--eval-every-epoch``).
+        ValueError: ``target`` outside 0..1.
     """
     if not 0.0 <= target <= 1.0:
         raise ValueError(f"target must be an accuracy in 0..1, got {target}")
-    for row in _cumulative(epochs, backward_passes_per_step):
-        if row["test_accuracy"] is None:
-            raise ValueError(f"epoch {row['epoch']} has no test_accuracy; run the script "
-                             "with --eval-every-epoch")
-        if float(row["test_accuracy"]) >= target:
-            return {"reached": True, **{k: v for k, v in row.items() if not k.startswith("test")}}
-    return {"reached": False, **dict.fromkeys(
-        ("epoch", "samples", "steps", "updates", "train_time_s", "wall_time_s"))}
+    return next((int(updates) for updates, accuracy in curve if accuracy >= target), None)
 
 
-def _parts(run: Any) -> tuple[Mapping[str, Any], list[Mapping[str, Any]]]:
-    """``(config event, epoch events)`` of a RunResult or of a ``{"config", "epochs"}`` dict."""
-    config, epochs = (run["config"], run["epochs"]) if isinstance(run, Mapping) else (
-        run.config, run.epochs)
-    if not config:
-        raise ValueError("a run has no 'config' event; run the script with --json")
-    return config, list(epochs)
-
-
-def epoch_table(runs: Mapping[str, Any]) -> "Any":
-    """One row per (configuration, epoch): cumulative samples/steps/updates, test metrics.
+def pick_on_validation(results: Mapping[Any, Sequence[Mapping[str, Any]]]) -> tuple[Any, Any]:
+    """The candidate value with the best mean VALIDATION accuracy (the test set is never read).
 
     Args:
-        runs: ``{name: RunResult or {"config": ..., "epochs": [...]}}``.
+        results: ``{candidate value: [trial, ...]}`` (trials of :func:`~course_lib.lessons.trials.train_trial`).
 
     Returns:
-        A pandas DataFrame with ``config``, ``epoch``, ``samples``, ``steps``, ``updates``,
-        ``train_time_s``, ``test_accuracy``, ``test_loss``, ``wall_time_s``.
-    """
-    import pandas as pd
-
-    rows = [{"config": name, **row} for name, run in runs.items() for row in _cumulative(
-        _parts(run)[1], int(_parts(run)[0].get("backward_passes_per_step", 1)))]
-    return pd.DataFrame(rows)
-
-
-def summary_table(configs: Sequence[Config], runs: Mapping[str, Any], target: float) -> "Any":
-    """One row per configuration: what changed, how the batch was made, final metrics, cost.
-
-    Args:
-        configs: The ladder (its order is the table's order).
-        runs: ``{name: RunResult or {"config": ..., "epochs": [...]}}``, one per configuration.
-        target: Test accuracy of the time-to-accuracy columns.
-
-    Returns:
-        A DataFrame indexed by name; ``*_to_target`` columns say ``"not reached"`` when the run
-        never got there (``train_s``: training epochs only; ``wall_s``: since the script started).
+        ``(best value, DataFrame of candidate, val_accuracy mean, seeds)``.
 
     Raises:
-        ValueError: A configuration without run, or a run without epochs / test accuracy.
+        ValueError: No candidates.
     """
     import pandas as pd
 
-    diff = changes(configs)
-    rows = []
+    if not results:
+        raise ValueError("give at least one candidate")
+    rows = [{"candidate": value, "val_accuracy": mean_ci95([t["val_accuracy"] for t in runs])[0],
+             "seeds": len(runs)} for value, runs in results.items()]
+    best = max(rows, key=lambda row: row["val_accuracy"])["candidate"]
+    return best, pd.DataFrame(rows).set_index("candidate")
+
+
+def paired_difference(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]],
+                      key: str = "test_accuracy") -> tuple[float, float]:
+    """Mean of ``a[key] - b[key]`` over the seeds both ran, and its 95 % CI half-width.
+
+    Raises:
+        ValueError: Fewer than 2 common seeds (no interval).
+    """
+    by_seed = {t["seed"]: t[key] for t in b}
+    diffs = [float(t[key]) - float(by_seed[t["seed"]]) for t in a if t["seed"] in by_seed]
+    if len(diffs) < 2:
+        raise ValueError("a paired comparison needs at least 2 seeds run by both rows")
+    return mean_ci95(diffs)
+
+
+def decide(mean: float, half: float, threshold: float = 0.0) -> str:
+    """``"above"`` when the CI ``mean ± half`` lies above ``threshold``, ``"below"`` when below,
+    ``"cannot tell"`` when it contains it."""
+    if mean - half > threshold:
+        return "above"
+    if mean + half < threshold:
+        return "below"
+    return "cannot tell"
+
+
+def seed_table(configs: Sequence[Config], runs: Mapping[str, Sequence[Mapping[str, Any]]],
+               target: float) -> Any:
+    """One row per configuration: what changed, updates, test accuracy mean ± 95 % CI over seeds.
+
+    Args:
+        configs: The ladder (its order is the table's).
+        runs: ``{name: [trial per seed]}``.
+        target: Validation accuracy of ``updates_to_target`` (median over seeds; "not reached" when a
+            seed never reached it).
+
+    Returns:
+        A DataFrame indexed by name.
+
+    Raises:
+        ValueError: A configuration without trials.
+    """
+    import numpy as np
+    import pandas as pd
+
+    diff, rows = changes(configs), []
     for config in configs:
-        if config.name not in runs:
-            raise ValueError(f"no run for configuration {config.name!r}")
-        event, epochs = _parts(runs[config.name])
-        if not epochs:
-            raise ValueError(f"the run of {config.name!r} printed no epoch events")
-        k = int(event.get("backward_passes_per_step", 1))
-        reach = time_to_accuracy(epochs, target, k)
-        last, total = epochs[-1], _cumulative(epochs, k)[-1]
-        missing = "not reached"
-        rows.append({
-            "config": config.name, "changes": ", ".join(diff[config.name]),
-            "emulation": emulation(int(event["workers"]), k),
-            "global_batch": int(event["global_batch"]), "optimizer": event.get("optimizer"),
-            "lr": float(event["lr"]), "epochs": len(epochs), "samples": total["samples"],
-            "steps": total["steps"], "updates": total["updates"],
-            "test_accuracy": float(last["test_accuracy"]), "test_loss": float(last["test_loss"]),
-            "epoch_to_target": reach["epoch"] if reach["reached"] else missing,
-            "updates_to_target": reach["updates"] if reach["reached"] else missing,
-            "train_s_to_target": (round(reach["train_time_s"], 1) if reach["reached"]
-                                  else missing),
-            "wall_s_to_target": (missing if not reach["reached"] else "n/a"
-                                 if reach["wall_time_s"] is None else round(reach["wall_time_s"], 1)),
-        })
+        trials = runs.get(config.name) or []
+        if not trials:
+            raise ValueError(f"no trials for configuration {config.name!r}")
+        mean, half = mean_ci95([t["test_accuracy"] for t in trials])
+        reach = [updates_to_target(t["val_curve"], target) for t in trials]
+        rows.append({"config": config.name, "changes": ", ".join(diff[config.name]),
+                     "batch": config.flags.get("batch"), "lr": trials[0]["lr"],
+                     "updates": trials[0]["updates"], "seeds": len(trials),
+                     "test_accuracy": mean, "ci95": half,
+                     "val_accuracy": mean_ci95([t["val_accuracy"] for t in trials])[0],
+                     "updates_to_target": ("not reached" if None in reach else int(np.median(reach)))})
     return pd.DataFrame(rows).set_index("config")
 
 
-def verdict(summary: Any, baseline: str, candidates: Sequence[str],
-            tolerance: float = 0.01) -> dict[str, Any]:
-    """Which candidate ends closest to the baseline's test accuracy, and is it within tolerance.
-
-    Args:
-        summary: :func:`summary_table`'s DataFrame.
-        baseline: Name of the small-batch row.
-        candidates: Names of the large-batch rows to consider.
-        tolerance: Allowed accuracy gap (0.01 = one percentage point).
+def ladder_table(configs: Sequence[Config], runs: Mapping[str, Sequence[Mapping[str, Any]]]) -> Any:
+    """Each row against its parent: paired test-accuracy difference, its CI and a verdict.
 
     Returns:
-        ``{"best", "best_accuracy", "baseline_accuracy", "gap", "within"}``; ``gap`` is
-        baseline minus best (negative when the best beats the baseline).
-
-    Raises:
-        KeyError: An unknown row name. ValueError: No candidates.
+        A DataFrame indexed by name (the baseline has no row): ``parent``, ``delta``, ``ci95``,
+        ``verdict`` (``"better"``, ``"worse"``, ``"cannot tell"``).
     """
-    if not candidates:
-        raise ValueError("give at least one candidate configuration")
-    accuracy = summary["test_accuracy"]
-    for name in [name for name in [baseline, *candidates] if name not in accuracy.index]:
-        raise KeyError(f"no row {name!r} in the summary; rows: {', '.join(accuracy.index)}")
-    best = max(candidates, key=lambda name: float(accuracy[name]))
-    gap = float(accuracy[baseline]) - float(accuracy[best])
-    return {"best": best, "best_accuracy": float(accuracy[best]),
-            "baseline_accuracy": float(accuracy[baseline]), "gap": gap,
-            "within": gap <= tolerance + 1e-12}
+    import pandas as pd
+
+    words = {"above": "better", "below": "worse", "cannot tell": "cannot tell"}
+    rows = []
+    for config in configs:
+        if config.parent is not None:
+            mean, half = paired_difference(runs[config.name], runs[config.parent])
+            rows.append({"config": config.name, "parent": config.parent, "delta": mean,
+                         "ci95": half, "verdict": words[decide(mean, half)]})
+    return pd.DataFrame(rows).set_index("config")
 
 
-def plot_curves(table: Any, target: float | None = None, title: str = "") -> Any:
-    """Test accuracy and test loss against images seen, one line per configuration.
-
-    Args:
-        table: :func:`epoch_table`'s DataFrame.
-        target: Draw the target accuracy as a dashed line (``None``: no line).
-        title: Figure title.
+def plot_curves(configs: Sequence[Config], runs: Mapping[str, Sequence[Mapping[str, Any]]],
+                images_per_epoch: int, target: float | None = None, title: str = "") -> Any:
+    """Mean validation accuracy against images seen (left) and test accuracy ± 95 % CI (right).
 
     Returns:
         The matplotlib Figure (closed: show it with ``display``).
     """
     import matplotlib.pyplot as plt
 
-    fig, (acc_ax, loss_ax) = plt.subplots(1, 2, figsize=(12, 4))
-    for name, rows in table.groupby("config", sort=False):
-        acc_ax.plot(rows["samples"], rows["test_accuracy"], marker="o", label=name)
-        loss_ax.plot(rows["samples"], rows["test_loss"], marker="o", label=name)
+    fig, (curve_ax, bar_ax) = plt.subplots(1, 2, figsize=(13, 4.2))
+    names = [c.name for c in configs]
+    for name in names:
+        curves = [t["val_curve"] for t in runs[name]]
+        means = [sum(c[i][1] for c in curves) / len(curves) for i in range(len(curves[0]))]
+        seen = [images_per_epoch * (i + 1) for i in range(len(means))]
+        curve_ax.plot(seen, means, marker="o", label=name)
     if target is not None:
-        acc_ax.axhline(target, color="grey", linestyle="--", label=f"target {target:.2f}")
-    for ax, what in ((acc_ax, "test accuracy"), (loss_ax, "test loss")):
-        ax.set(xlabel="training images seen (equal budget for every configuration)", ylabel=what)
+        curve_ax.axhline(target, color="grey", linestyle="--", label=f"target {target:.2f}")
+    curve_ax.set(xlabel="training images seen (equal budget)", ylabel="validation accuracy (mean)")
+    curve_ax.legend(fontsize=7)
+    stats = [mean_ci95([t["test_accuracy"] for t in runs[n]]) for n in names]
+    bar_ax.errorbar([m for m, _ in stats], range(len(names)), xerr=[h for _, h in stats], fmt="o",
+                    capsize=4)
+    bar_ax.set_yticks(range(len(names)), names)
+    bar_ax.invert_yaxis()
+    bar_ax.set(xlabel="test accuracy (10 000 images), mean ± 95 % CI over seeds")
+    for ax in (curve_ax, bar_ax):
         ax.grid(alpha=0.3)
-    acc_ax.legend(fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
     plt.close(fig)

@@ -5,9 +5,9 @@ Introduced in notebooks/04_large_batch.ipynb.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
-__all__ = ["warmup_multiplier"]
+__all__ = ["linear_warmup", "warmup_multiplier"]
 
 
 def warmup_multiplier(growth: int, warmup_epochs: int,
@@ -39,3 +39,42 @@ def warmup_multiplier(growth: int, warmup_epochs: int,
         return (e * (growth - 1) / warmup_epochs + 1.0) / growth
 
     return multiplier
+
+
+def linear_warmup(peak_lr: float, warmup_updates: int, growth: float) -> "Any":
+    """A Keras schedule: linear ramp from ``peak_lr / growth`` to ``peak_lr``, counted in UPDATES.
+
+    It reads ``optimizer.iterations``, which counts optimizer updates with real batches and with
+    :mod:`course_lib.training.accumulation` (not with Horovod's own accumulation), so the ramp
+    has the same length in updates whatever the batch is made of.
+
+    Args:
+        peak_lr: Learning rate reached at update ``warmup_updates`` and kept afterwards.
+        warmup_updates: Length of the ramp in updates, >= 1.
+        growth: Start at ``peak_lr / growth`` (the small-batch rate when the rate was scaled by the
+            batch growth), >= 1.
+
+    Returns:
+        A ``tf.keras.optimizers.schedules.LearningRateSchedule``.
+
+    Raises:
+        ValueError: A non-positive rate, or ``warmup_updates`` / ``growth`` below 1.
+
+    Introduced in notebooks/04_large_batch.ipynb.
+    """
+    import tensorflow as tf
+
+    if peak_lr <= 0 or warmup_updates < 1 or growth < 1:
+        raise ValueError(f"need peak_lr > 0, warmup_updates >= 1, growth >= 1; got {peak_lr}, "
+                         f"{warmup_updates}, {growth}")
+
+    class LinearWarmup(tf.keras.optimizers.schedules.LearningRateSchedule):
+        def __call__(self, step: Any) -> Any:
+            done = tf.minimum(tf.cast(step, tf.float32) + 1.0, float(warmup_updates))
+            start = peak_lr / growth
+            return start + (peak_lr - start) * done / float(warmup_updates)
+
+        def get_config(self) -> dict:
+            return {"peak_lr": peak_lr, "warmup_updates": warmup_updates, "growth": growth}
+
+    return LinearWarmup()
