@@ -207,3 +207,67 @@ def test_ci_runs_the_readme_command() -> None:
     assert "make test" in (ROOT / ".ci" / "run").read_text()
     readme = (ROOT / "README.md").read_text()
     assert "make test" in readme and "make lab" in readme
+
+
+# ---------------------------------------------------------------- the doctor's failures (issue 20)
+def test_doctor_fails_on_a_version_mismatch(monkeypatch: pytest.MonkeyPatch) -> None:
+    pinned = doctor._pin("tensorflow-cpu")
+    assert pinned, "requirements/constraints.txt pins no tensorflow-cpu"
+    monkeypatch.setattr(doctor, "package_version", lambda *dists: "2.16.1")
+    check = doctor._check_version("TensorFlow", ("tensorflow-cpu",), "tensorflow-cpu")
+    assert check.status == "fail"
+    assert check.detail == f"2.16.1 installed, the course is tested with {pinned}"
+    assert f"tensorflow-cpu=={pinned}" in check.remedy and "make setup" in check.remedy
+    monkeypatch.setattr(doctor, "package_version", lambda *dists: pinned)
+    assert doctor._check_version("TensorFlow", ("tensorflow-cpu",), "tensorflow-cpu").status == "ok"
+
+
+def _fake_horovodrun(folder: Path, *, tensorflow: bool, gloo: bool) -> str:
+    """A horovodrun that answers --check-build like Horovod 0.28.1 built with or without them."""
+    tf, gl = ("X" if tensorflow else " "), ("X" if gloo else " ")
+    fake = folder / "horovodrun"
+    fake.write_text("#!/bin/sh\ncat <<'OUT'\nHorovod v0.28.1:\n\nAvailable Frameworks:\n"
+                    f"    [{tf}] TensorFlow\n    [X] PyTorch\n    [ ] MXNet\n\nAvailable Controllers:\n"
+                    f"    [X] MPI\n    [{gl}] Gloo\n\nAvailable Tensor Operations:\n    [ ] NCCL\n"
+                    f"    [ ] DDL\n    [ ] CCL\n    [X] MPI\n    [{gl}] Gloo\nOUT\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    return str(fake)
+
+
+@pytest.mark.parametrize("tensorflow, gloo, detail, remedy", [
+    (False, True, "TensorFlow missing", "rebuild after TensorFlow: COURSE_FORCE_SETUP=1 make setup"),
+    (True, False, "Gloo missing", "HOROVOD_WITH_GLOO=1: COURSE_FORCE_SETUP=1 make setup"),
+    (True, True, None, None),  # the control: the same fake, fully built, passes
+])
+def test_doctor_fails_on_a_horovod_build_without_tensorflow_or_gloo(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tensorflow: bool, gloo: bool,
+        detail: str | None, remedy: str | None) -> None:
+    fake = _fake_horovodrun(tmp_path, tensorflow=tensorflow, gloo=gloo)
+    monkeypatch.setattr(doctor, "_horovodrun_path", lambda: fake)
+    monkeypatch.setattr(doctor, "package_version", lambda *dists: doctor._pin("horovod"))
+    checks = {c.name: c for c in doctor._check_horovod(gpus=[])}
+    assert checks["Horovod"].status == "ok"
+    build = checks["Horovod build"]
+    if detail is None:
+        assert build.status == "ok" and build.detail == "built with TensorFlow, Gloo, MPI", build
+    else:
+        assert build.status == "fail" and detail in build.detail and remedy in build.remedy, build
+
+
+def test_doctor_fails_on_corrupt_data_with_remedy(tmp_path: Path) -> None:
+    import gzip
+    from course_lib.training import fmnist_files
+
+    source = fmnist_files.find_raw_files()
+    for stem in fmnist_files.IDX_SHA256:
+        (tmp_path / f"{stem}.gz").write_bytes((source / f"{stem}.gz").read_bytes())
+    images = tmp_path / "t10k-images-idx3-ubyte.gz"
+    raw = bytearray(gzip.decompress(images.read_bytes()))
+    raw[16 + 784 * 3 + 200] ^= 0x01  # one pixel
+    images.write_bytes(gzip.compress(bytes(raw)))
+    proc = _doctor({"COURSE_DATA_DIR": str(tmp_path)})
+    assert proc.returncode == 1, proc.stdout
+    assert f"[FAIL] Fashion-MNIST: Corrupt Fashion-MNIST file(s): {images}" in proc.stdout
+    assert "→ delete the corrupt file(s) named above and reinstall: sudo apt-get install --reinstall" \
+        in proc.stdout
+    assert "Verdict: NOT ready — fix: Fashion-MNIST." in proc.stdout

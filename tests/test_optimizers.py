@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -173,7 +172,7 @@ def test_get_optimizer() -> None:
         get_optimizer("rmsprop", 0.1)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("horovod") is None, reason="horovod not installed")
+@pytest.mark.requires("horovod")
 @pytest.mark.parametrize("cls", [LARS, LAMB])
 def test_horovod_distributed_optimizer_wraps(cls: type) -> None:
     """hvd.DistributedOptimizer rebuilds the optimizer from its config; the update must match."""
@@ -191,9 +190,7 @@ def test_horovod_distributed_optimizer_wraps(cls: type) -> None:
 # ---------------------------------------------------------------- against tensorflow-addons
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("tensorflow_addons") is None, reason="tensorflow-addons not installed"
-)
+@pytest.mark.requires("tensorflow_addons")
 @pytest.mark.parametrize("wd", [0.0, 0.05])
 def test_lamb_matches_tensorflow_addons(wd: float) -> None:
     import warnings

@@ -203,6 +203,11 @@ def _check_data() -> Check:
         else:
             directory = fmnist_files.find_raw_files()
         fmnist_files.verify_raw_files(directory)
+    except fmnist_files.DataCorruptError as error:
+        return Check("Fashion-MNIST", "fail", str(error).splitlines()[0],
+                     "delete the corrupt file(s) named above and reinstall: sudo apt-get install "
+                     "--reinstall dataset-fashion-mnist (or copy the four original .gz files into "
+                     "COURSE_DATA_DIR)")
     except fmnist_files.DataError as error:
         return Check("Fashion-MNIST", "fail", str(error).splitlines()[0],
                      "sudo apt-get install dataset-fashion-mnist (or set COURSE_DATA_DIR to a folder "

@@ -5,8 +5,9 @@
   folder, for developing these tests against other notebooks). Stopped at the end of the module;
   anything it left running is killed and reported as an error.
 - ``browser``: Debian's Chromium (``/usr/bin/chromium``, or ``$COURSE_CHROMIUM``) with a fresh
-  profile. Playwright only drives it: never run ``playwright install``. The tests are skipped, with
-  the reason, only when no Chromium is found or it cannot be launched.
+  profile. Playwright only drives it: never run ``playwright install``. When no Chromium is found or
+  it cannot be launched the tests FAIL with the remedy (no silent skips, issue 20); deselect them
+  on purpose with ``-m "not browser"``.
 - ``open_notebook``: opens a notebook in a new page and returns a ``labdriver.NotebookPage``; on a
   failure the report shows the step, the browser console errors and the screenshots
   (``artifacts/browser/``).
@@ -35,8 +36,9 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         pytest.fail(f"playwright is not installed ({exc}): run `make setup`", pytrace=False)
     executable = labdriver.find_chromium()
     if executable is None:
-        pytest.skip("no Chromium found (looked at $COURSE_CHROMIUM, chromium and chromium-browser on "
-                    "PATH, /usr/bin/chromium): install it with `sudo apt-get install chromium`")
+        pytest.fail("no Chromium found (looked at $COURSE_CHROMIUM, chromium and chromium-browser on "
+                    "PATH, /usr/bin/chromium): install it with `sudo apt-get install chromium` (`make "
+                    "setup` does, as root), or deselect these tests with -m 'not browser'", pytrace=False)
     playwright = sync_playwright().start()
     try:
         try:
@@ -44,7 +46,9 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
                 str(tmp_path_factory.mktemp("chromium-profile")), executable_path=executable,
                 headless=True, args=list(labdriver.CHROMIUM_ARGS), viewport=VIEWPORT)
         except PlaywrightError as exc:
-            pytest.skip(f"Chromium at {executable} cannot be launched: {str(exc).splitlines()[0]}")
+            pytest.fail(f"Chromium at {executable} cannot be launched: {str(exc).splitlines()[0]}; "
+                        "reinstall it (`sudo apt-get install --reinstall chromium`) or set "
+                        "$COURSE_CHROMIUM to a working one", pytrace=False)
         context.set_default_timeout(60_000)
         yield context
         context.close()

@@ -1,0 +1,71 @@
+"""No silent skips (issue 20, point 6): tests/conftest.py turns skips into failures.
+
+A scratch test folder gets a copy of tests/conftest.py and probe tests; a real pytest run shows
+that a plain skip, a ``skipif`` and a module-level skip FAIL, a missing ``requires`` component fails
+with its remedy, and only an allowed reason ("needs a GPU") still skips.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PROBES = '''
+import pytest
+
+def test_plain_skip():
+    pytest.skip("no Chromium found")
+
+@pytest.mark.skipif(True, reason="horovodrun not installed")
+def test_skipif():
+    pass
+
+def test_gpu_skip():
+    pytest.skip("needs a GPU: nvidia-smi lists none")
+
+@pytest.mark.requires("horovodrun")
+def test_requires_present():
+    pass
+
+@pytest.mark.requires("tensorflow_addons")
+def test_requires_missing(monkeypatch):
+    pass
+
+@pytest.mark.xfail(reason="an expected failure is no skip", strict=True)
+def test_xfail():
+    assert False
+'''
+
+
+def test_skips_fail_unless_their_reason_is_allowed(tmp_path: Path) -> None:
+    shutil.copy(ROOT / "tests" / "conftest.py", tmp_path / "conftest.py")
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "test_probes.py").write_text(PROBES)
+    (tmp_path / "test_module_skip.py").write_text(
+        "import pytest\npytest.importorskip('no_such_module_for_the_probe')\n\ndef test_x():\n    pass\n")
+    # tensorflow_addons "missing": a sitecustomize that hides it from importlib's finder
+    (tmp_path / "sitecustomize.py").write_text(
+        "import importlib.util, sys\n_find = importlib.util.find_spec\n"
+        "importlib.util.find_spec = lambda name, *a: None if name == 'tensorflow_addons' else _find(name, *a)\n")
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", "--continue-on-collection-errors", "-c",
+                           str(tmp_path / "pytest.ini"), "--rootdir", str(tmp_path), str(tmp_path)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+    out = proc.stdout + proc.stderr
+    outcome = {name: status for status, name in
+               re.findall(r"^(PASSED|FAILED|ERROR|XFAIL) \S*::(test_\w+)", out, re.M)}
+    assert outcome.get("test_plain_skip") == "FAILED", out
+    assert outcome.get("test_skipif") == "ERROR", out          # a skip in setup fails as an error
+    assert outcome.get("test_requires_present") == "PASSED", out
+    assert outcome.get("test_requires_missing") == "ERROR", out
+    assert outcome.get("test_xfail") == "XFAIL", out
+    assert "SKIPPED [1]" in out and "needs a GPU" in out, out  # the one allowed skip
+    assert "ERROR test_module_skip.py - skipped without an allowed reason" in out and "no_such_module_for_the_probe" in out, out
+    assert "required component missing: tensorflow-addons" in out and "make setup" in out, out
+    assert "skipped without an allowed reason: 'no Chromium found'" in out, out
+    assert proc.returncode == 1, out
