@@ -5,7 +5,8 @@ Sections (``--only``): 1 Horovod CPU scaling vs 1 worker and vs the machine's ce
 1x Horovod settings explored (opt-in), 2 MirroredStrategy 1 vs 2 simulated devices,
 3 Horovod vs MirroredStrategy at equal global batch, 4 Throughput callback overhead,
 5 input pipeline vs model, 6 throughput vs batch size, 7 notebook suite wall time,
-8 GPU float32 vs mixed precision. See benchmarks/README.md.
+8 GPU float32 vs mixed precision, 10 all-reduce micro-benchmark (notebook 05). See
+benchmarks/README.md.
 
 Every launched variant is one fresh process (group); the variants of sections 1, 1x, 2, 3 and 8
 run interleaved (A, B, C, A, B, C, ...), sections 4–6 interleave inside one process.
@@ -32,12 +33,13 @@ if str(REPO) not in sys.path:
 from benchmarks import machine, report, stats  # noqa: E402
 from benchmarks.stats import BenchOptionError, Row  # noqa: E402
 
-SECTIONS = ("1", "1x", "2", "3", "4", "5", "6", "7", "8")
-DEFAULT_SECTIONS = ("1", "2", "3", "4", "5", "6", "7", "8")
+SECTIONS = ("1", "1x", "2", "3", "4", "5", "6", "7", "8", "10")
+DEFAULT_SECTIONS = ("1", "2", "3", "4", "5", "6", "7", "8", "10")
 WORKLOADS = REPO / "benchmarks" / "workloads"
 TRAIN = WORKLOADS / "train_throughput.py"
 IDLE = WORKLOADS / "hvd_idle_cpu.py"
 IN_PROCESS = WORKLOADS / "in_process.py"
+ALLREDUCE_BENCH = REPO / "source_code" / "allreduce_bench.py"
 WORKERS = 2
 BATCH = 128
 #: A candidate environment for the course's Horovod runs on CPU, measured against Horovod's defaults.
@@ -236,6 +238,62 @@ def run_in_process(command: str, settings: Settings, data_path: Path) -> dict[st
     return {}
 
 
+def run_allreduce_bench(settings: Settings) -> dict[str, list[dict]]:
+    """Section 10: notebook 05's all-reduce micro-benchmark, Gloo then MPI, with more repeats.
+
+    The same script and environment as the notebook (``COURSE_HOROVOD_ENV``), 30 timed calls per
+    size (``--quick``: 5) instead of the notebook's 5. Returns the ``allreduce`` events per
+    controller (an empty list, with the error printed, for a failed run).
+    """
+    from course_lib.runner import launch
+
+    repeats = "5" if settings.quick else "30"
+    env = {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
+           **COURSE_HOROVOD_ENV}
+    events: dict[str, list[dict]] = {}
+    for controller in ("gloo", "mpi"):
+        print(f"all-reduce micro-benchmark, {controller}", flush=True)
+        try:
+            result = launch.run_horovod(ALLREDUCE_BENCH, WORKERS, ["--json", "--repeats", repeats],
+                                        controller=controller, env=env, output=_printer,
+                                        timeout=settings.timeout_s, cwd=REPO)
+        except launch.RunFailedError as exc:
+            print(f"!! allreduce_bench.py --{controller} failed: {exc}", file=sys.stderr, flush=True)
+            events[controller] = []
+            continue
+        events[controller] = [e for _, e in result.events if e.get("event") == "allreduce"]
+    return events
+
+
+def allreduce_rows(events: dict[str, list[dict]]) -> list[Row]:
+    """Section 10 rows: median time per size (spread = IQR over the repeats), busbw, alpha, beta."""
+    from course_lib.lessons import allreduce_model
+
+    rows: list[Row] = []
+    for controller, found in events.items():
+        if not found:
+            rows.append(Row("10", f"all-reduce, {controller}", note="run failed: see its output"))
+            continue
+        for e in sorted(found, key=lambda x: x["bytes"]):
+            rows.append(Row("10", f"all-reduce {e['bytes']} B, {controller}, {e['workers']} workers",
+                            e["median_s"] * 1e3, (e["q1_s"] * 1e3, e["q3_s"] * 1e3), "ms",
+                            e["repeats"], note=f"busbw {e['busbw_gbps']:.3f} GB/s; spread = IQR",
+                            digits=3))
+        try:
+            fit = allreduce_model.fit_alpha_beta([e["bytes"] for e in found],
+                                                 [e["median_s"] for e in found],
+                                                 int(found[0]["workers"]))
+        except ValueError as exc:
+            rows.append(Row("10", f"alpha-beta fit, {controller}", note=f"no fit: {exc}"))
+            continue
+        note = f"T(S) = alpha + 2(N-1)/N S / beta; rms misfit {fit.rms_relative_error:.0%}"
+        rows.append(Row("10", f"alpha (latency), {controller}", fit.alpha_s * 1e6, None, "us",
+                        len(found), note=note, digits=0))
+        rows.append(Row("10", f"beta (bandwidth), {controller}", fit.beta_bytes_per_s / 1e9, None,
+                        "GB/s", len(found), note=note, digits=3))
+    return rows
+
+
 def time_notebooks(python: str) -> tuple[float | None, int | None, str]:
     """Wall time of ``python -m pytest notebooks -q`` (its output is shown as it runs)."""
     notebooks = sorted((REPO / "notebooks").glob("*.ipynb"))
@@ -284,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     from course_lib.training.files import atomic_write_json, atomic_write_text
 
     python = sys.executable
-    if {"1", "1x", "3"} & set(sections):
+    if {"1", "1x", "3", "10"} & set(sections):
         launch.find_horovodrun(python)  # LaunchError before anything runs
     began = time.perf_counter()
     info = machine.describe_machine()
@@ -296,9 +354,10 @@ def main(argv: list[str] | None = None) -> int:
     tuning: dict[str, list[float]] = {}
     idle: dict[str, list[float]] = {}
     notebook = (None, None, "not selected")
+    allreduce: dict[str, list[dict]] = {}
     with tempfile.TemporaryDirectory(prefix="course-bench-") as tmp:
         data_path = Path(tmp) / "fmnist_train.npz"
-        if set(sections) - {"7", "8"} or ("8" in sections and gpus):
+        if set(sections) - {"7", "8", "10"} or ("8" in sections and gpus):
             print("Loading the real Fashion-MNIST once (course_lib.training.data.load_arrays)", flush=True)
             launch.run_python(IN_PROCESS, ["prepare", "--out", str(data_path)], output=_printer,
                               cwd=REPO, timeout=settings.timeout_s)
@@ -314,6 +373,8 @@ def main(argv: list[str] | None = None) -> int:
         for section, command in (("4", "callback"), ("5", "pipeline"), ("6", "batches")):
             if section in sections:
                 inproc[section] = run_in_process(command, settings, data_path)
+    if "10" in sections:
+        allreduce = run_allreduce_bench(settings)
     if "7" in sections:
         notebook = time_notebooks(python)
 
@@ -338,6 +399,8 @@ def main(argv: list[str] | None = None) -> int:
     if "8" in sections:
         rows += report.section8_rows(samples, gpu=", ".join(gpus) if gpus else
                                      "skipped: no GPU on this machine (nvidia-smi lists none)")
+    if "10" in sections:
+        rows += allreduce_rows(allreduce)
 
     load_end = machine.load_average()
     now = datetime.datetime.now()
@@ -347,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
         "settings": settings.__dict__, "course_horovod_env": COURSE_HOROVOD_ENV,
         "wall_time_s": time.perf_counter() - began,
         "samples": {"launched": samples, "tuning": tuning, "idle_cpu_pct": idle,
-                    "in_process": inproc,
+                    "in_process": inproc, "allreduce": allreduce,
                     "notebooks": {"seconds": notebook[0], "returncode": notebook[1],
                                   "note": notebook[2]}},
         "rows": [r.to_dict() for r in rows],
