@@ -23,15 +23,29 @@ def test_summarise_exact():
 
 
 @pytest.mark.parametrize("variant, verdict", [
-    ([120, 121, 122, 123, 124], "slower"),   # IQR 121-123 above the baseline's 101-103
-    ([80, 81, 82, 83, 84], "faster"),
-    ([102, 103, 104, 105, 106], "cannot tell"),  # 103-105 overlaps 101-103
+    ([105, 106, 107, 108, 109], "slower"),   # every sample above the baseline's 100-104
+    ([95, 96, 97, 98, 99], "faster"),
+    ([104, 105, 106, 107, 108], "cannot tell"),  # 104 ties the baseline's largest sample
+    ([90, 101, 102, 103, 130], "cannot tell"),
 ])
 def test_compare_tells_apart_only_outside_the_noise(variant, verdict):
     result = knobs.compare([100, 101, 102, 103, 104], variant)
     assert result["verdict"] == verdict
     assert result["inside_noise"] is (verdict == "cannot tell")
     assert result["ratio"] == pytest.approx(variant[2] / 102)
+
+
+def test_plot_knobs_draws_every_sample():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ax = knobs.plot_knobs({"base": [100, 101, 102], "x": [200, 201]}, "base")
+    dots = [line for line in ax.get_lines() if line.get_linestyle() == "None"
+            and line.get_marker() == "o"]
+    assert sorted(len(d.get_xdata()) for d in dots) == [2, 3]
+    assert [t.get_text() for t in ax.texts] == [" baseline (1.00x)", " slower (1.99x)"]
+    plt.close(ax.figure)
 
 
 def test_knob_table():

@@ -2,9 +2,11 @@
 
 A run of ``source_code/horovod_fmnist.py --json`` prints one ``epoch`` event per epoch with its
 ``step_time_ms`` (mean over the epoch's steps); the first epoch (graph tracing, first broadcast)
-is marked ``warmup`` and left out. Each remaining epoch is one sample. Two variants are told
-apart only when their interquartile ranges do not overlap; otherwise the verdict is
-"cannot tell": the difference is inside the run-to-run noise of this machine.
+is marked ``warmup`` and left out. Each remaining epoch is one sample. Tables show the median
+and the interquartile range. Two variants are told apart only when *every* sample of one is
+below every sample of the other (the ranges do not overlap): with 4 samples each, two runs of
+the same thing do that by chance with probability 2 / C(8, 4) ≈ 3 % (an exact rank test).
+Otherwise the verdict is "cannot tell": the difference is inside this machine's noise.
 
 Introduced in notebooks/05_communication.ipynb.
 """
@@ -15,7 +17,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["step_samples", "summarise", "compare", "knob_table"]
+__all__ = ["step_samples", "summarise", "compare", "knob_table", "plot_knobs"]
 
 
 def step_samples(epochs: Iterable[Mapping[str, Any]]) -> np.ndarray:
@@ -52,13 +54,13 @@ def compare(baseline: Sequence[float], variant: Sequence[float]) -> dict[str, An
 
     Returns:
         ``ratio`` (median variant / median baseline), ``verdict``: ``"slower"`` or
-        ``"faster"`` when the interquartile ranges do not overlap, else ``"cannot tell"``; and
-        ``inside_noise`` (the verdict is "cannot tell").
+        ``"faster"`` when the two sets of samples do not overlap at all, else
+        ``"cannot tell"``; and ``inside_noise`` (the verdict is "cannot tell").
     """
     a, b = summarise(baseline), summarise(variant)
-    if b["q1"] > a["q3"]:
+    if min(variant) > max(baseline):
         verdict = "slower"
-    elif b["q3"] < a["q1"]:
+    elif max(variant) < min(baseline):
         verdict = "faster"
     else:
         verdict = "cannot tell"
@@ -88,3 +90,31 @@ def knob_table(samples: Mapping[str, Sequence[float]], baseline: str) -> "pandas
                      "epochs": s["n"], "vs_baseline": c["ratio"],
                      "verdict": "baseline" if label == baseline else c["verdict"]})
     return pd.DataFrame(rows)
+
+
+def plot_knobs(samples: Mapping[str, Sequence[float]], baseline: str, ax: Any = None) -> Any:
+    """Every variant's per-epoch step times (dots), median and IQR (bar), verdict vs baseline.
+
+    Returns:
+        The Axes (display its figure; do not return it bare from a cell).
+    """
+    import matplotlib.pyplot as plt
+
+    table = knob_table(samples, baseline)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(9, 0.6 * len(table) + 1.2))
+    for y, row in table.iterrows():
+        ax.plot(samples[row["variant"]], [y] * len(samples[row["variant"]]), "o", color="C0",
+                alpha=0.5)
+        ax.errorbar(row["ms_per_step"], y, xerr=[[row["ms_per_step"] - row["q1"]],
+                                                  [row["q3"] - row["ms_per_step"]]],
+                    fmt="s", color="black", capsize=4)
+        ax.annotate(f" {row['verdict']} ({row['vs_baseline']:.2f}x)",
+                    (max(samples[row["variant"]]), y), va="center", fontsize=8)
+    ax.set_yticks(range(len(table)))
+    ax.set_yticklabels(table["variant"])
+    ax.invert_yaxis()
+    ax.set_xlabel("ms per step (dots: one epoch each; square and bar: median and IQR)")
+    ax.set_title("Step time per variant; verdict vs the baseline (ranges overlap: cannot tell)")
+    ax.grid(True, axis="x", alpha=0.3)
+    return ax
