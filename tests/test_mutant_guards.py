@@ -1,0 +1,85 @@
+"""Tests that kill the mutants of tools/mutants.py in modules whose own test files other people own.
+
+Expected values are derived here independently of the code under test (closed forms, or the ring
+simulation checked against the cost table), so a factor slipped into either side fails.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from course_lib.lessons import concepts
+from course_lib.lessons.exercises import EXERCISES, check
+
+
+# ---------------------------------------------------------------- staleness (concepts.synchronous_vs_asynchronous)
+@pytest.mark.parametrize("workers", [2, 4, 8])
+def test_equal_workers_see_n_minus_1_updates_of_staleness(workers: int) -> None:
+    # While one worker computes a gradient, each of the N - 1 others applies exactly one update.
+    table = concepts.synchronous_vs_asynchronous([0.5] * workers).set_index("scheme")
+    assert table.loc["asynchronous", "mean_staleness"] == pytest.approx(workers - 1)
+    assert table.loc["asynchronous", "max_staleness"] == pytest.approx(workers - 1)
+    assert table.loc["synchronous", "mean_staleness"] == 0.0
+
+
+def test_straggler_staleness_by_hand() -> None:
+    # Step times 1 s and 2 s: during the fast worker's 1 s step the slow one applies 0.5 updates;
+    # during the slow 2 s step the fast one applies 2. Weighted by each worker's share of the
+    # updates (2/3, 1/3): 0.5 * 2/3 + 2 * 1/3 = 1. The slowest worker's gradients: 2 updates old.
+    table = concepts.synchronous_vs_asynchronous([1.0, 2.0]).set_index("scheme")
+    assert table.loc["asynchronous", "mean_staleness"] == pytest.approx(1.0)
+    assert table.loc["asynchronous", "max_staleness"] == pytest.approx(2.0)
+    assert table.loc["asynchronous", "updates_per_s"] == pytest.approx(1.5)
+    assert table.loc["synchronous", "updates_per_s"] == pytest.approx(0.5)
+
+
+# ---------------------------------------------------------------- ring traffic (concepts.allreduce_cost_table)
+@pytest.mark.parametrize("workers", [2, 3, 4, 8])
+def test_cost_table_matches_the_simulated_ring(workers: int) -> None:
+    size = 24 * workers  # elements of one gradient, split evenly into N chunks
+    arrays = [np.full(size, float(rank + 1)) for rank in range(workers)]
+    result = concepts.ring_allreduce(arrays)
+    for reduced in result.results:
+        assert np.allclose(reduced, workers * (workers + 1) / 2)
+    (sent,) = set(result.elements_sent)  # every worker sends the same amount
+    table = concepts.allreduce_cost_table(1.0, [workers]).iloc[0]
+    assert table["ring_mb_per_worker"] == pytest.approx(sent / size)  # per MB of gradient
+    assert table["ring_mb_per_worker"] == pytest.approx(2 * (workers - 1) / workers)
+    assert table["ring_messages"] == 2 * (workers - 1)
+    assert table["ps_mb_sent_by_server"] == pytest.approx(workers)
+
+
+def test_ring_traffic_of_a_4_mb_gradient_on_8_workers_is_7_mb() -> None:
+    assert concepts.allreduce_cost_table(4.0, [8]).iloc[0]["ring_mb_per_worker"] == pytest.approx(7.0)
+
+
+# ---------------------------------------------------------------- checkers reject near misses
+#: Each numeric exercise's answer, computed here from the question's own numbers.
+EXPECTED = {
+    "00.global_batch": 64 * 4,
+    "00.steps": math.ceil(60_000 / 256),
+    "01.ring_bytes": 2 * (8 - 1) / 8 * 4,
+    "01.efficiency": 3000 / (4 * 1000),
+    "01.trap": 58 * 1024 / 10,
+    "02.loss_scale": 2 * 32,
+    "02.replicas_steps": math.ceil(60_000 / (64 * 2)),
+    "03.epochs": math.ceil(60_000 / (32 * 4)),
+    "03.scaled_lr": 0.001 * 8,
+    "04.steps_ratio": 8,
+}
+
+
+@pytest.mark.parametrize("key", sorted(EXPECTED))
+def test_checker_accepts_the_answer_and_rejects_near_misses(key: str, capsys) -> None:
+    assert key in EXERCISES, f"exercise {key} is gone: update EXPECTED in this file"
+    value = EXPECTED[key]
+    assert check(key, value) is True
+    if isinstance(value, int):
+        assert check(key, value - 1) is False and check(key, value + 1) is False
+    else:  # a 0.9 % error (e.g. a rounded intermediate) is a wrong answer, a 0.01 % rounding is not
+        assert check(key, value * 1.009) is False and check(key, value * 0.991) is False
+        assert check(key, value * 1.0001) is True
+    capsys.readouterr()
