@@ -328,7 +328,7 @@ def test_checkpoint_round_trip(tmp_path: Path) -> None:
             loss = tf.reduce_sum(model(x) ** 2)
         opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
                                 model.trainable_variables))
-        (tmp_path / f".epoch-9999.stale").mkdir(exist_ok=True)  # left by a killed run
+        (tmp_path / ".epoch-9999.stale").mkdir(exist_ok=True)  # left by a killed run
         saved = save_checkpoint(tmp_path, model=model, optimizer=opt, epoch=epoch,
                                 digest=weights_digest(model), extra={"workers": 2})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["epoch-0002", "epoch-0003",

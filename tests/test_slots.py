@@ -14,7 +14,7 @@ import sys
 import textwrap
 import threading
 import time
-import uuid
+
 from pathlib import Path
 
 import psutil

@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
              pipeline_steps=pipeline_steps, variants=runs)
     else:
         sets = {b: dataset(b) for b in args.batch_sizes}
-        for b, ds in sets.items():
+        for ds in sets.values():
             fit_seconds(ds, 3, [])  # trace every batch shape
         runs = {str(b): [] for b in args.batch_sizes}
         for _ in range(args.repeats):

@@ -110,8 +110,6 @@ def _execute(command: list[str], *, horovod: bool, show: str, output: Any, env: 
              workers: int = 0) -> RunResult:
     """Hold ``slots`` machine-wide slots (0: none), then stream ``command`` under a watchdog."""
     from course_lib.runner import slots as slot_files
-    from course_lib.runner.processes import stream_command
-
     full_env = dict(os.environ)
     full_env.update(env or {})
     full_env.setdefault("PYTHONUNBUFFERED", "1")  # otherwise lines arrive only at exit

@@ -29,7 +29,7 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence, cast
 
 __all__ = ["ProcessOutcome", "stream_command", "terminate_processes"]
 
@@ -209,7 +209,7 @@ def stream_command(
     lines: "queue.Queue[object]" = queue.Queue()
 
     def deliver(item: object) -> None:
-        pipe_name, text = item  # type: ignore[misc]
+        pipe_name, text = cast("tuple[str, str]", item)
         on_line(text, pipe_name)
 
     readers = [

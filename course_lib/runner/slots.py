@@ -203,7 +203,8 @@ def _live_tickets(queue_dir: Path) -> list[Path]:
 
 def _take(count: int, total: int, folder: Path, info: dict) -> tuple[list[int], list[int]]:
     """Lock ``count`` free slots (all or none); write ``info`` into each."""
-    slots, fds = [], []
+    slots: list[int] = []
+    fds: list[int] = []
     for slot in range(total):
         if len(slots) == count:
             break
@@ -269,7 +270,7 @@ def acquire(count: int, *, total: int, script: str = "?", workers: int = 0,
             fcntl.flock(mutex, fcntl.LOCK_EX)
             try:
                 line = _live_tickets(folder / "queue")
-                ahead = line[:line.index(ticket)] if ticket in line else line
+                ahead = line[:line.index(ticket)] if ticket is not None and ticket in line else line
                 if not ahead:
                     info["started"] = time.time()
                     slots, fds = _take(count, total, folder, info)
