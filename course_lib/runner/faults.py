@@ -64,7 +64,7 @@ class WorkerKiller:
 
 def world_sizes(result: RunResult) -> list[int]:
     """The sizes an elastic group went through, in order (from rank 0's ``config``/``reset``)."""
-    sizes = []
+    sizes: list[int] = []
     for rank, event in result.events:
         if rank == 0 and event["event"] in ("config", "reset"):
             size = int(event.get("workers", event.get("size", 0)))

@@ -28,7 +28,9 @@ __all__ = ["SPEC_VAR", "supervise"]
 SPEC_VAR = "COURSE_WORKERS_SPEC"
 
 
-def _status(code: int) -> int:
+def _status(code: int | None) -> int:
+    if code is None:  # still running: cannot happen after wait()
+        return 1
     return code if code >= 0 else 128 - code
 
 
