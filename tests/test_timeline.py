@@ -137,7 +137,7 @@ def _trace() -> list[dict]:
     meta = [{"name": "process_name", "ph": "M", "pid": p, "args": {"name": n}}
             for p, n in ((1, "grad_a"), (2, "grad_b"), (3, "metric"))]
     ev = []
-    for step, t0 in enumerate((1000, 11000)):
+    for t0 in (1000, 11000):
         # grad_a announced at t0, grad_b 4 ms later; a's all-reduce runs t0+1..t0+3 ms (before b
         # is ready), b's t0+5..t0+6 ms.
         ev += [{"ph": "B", "name": "NEGOTIATE_ALLREDUCE", "ts": t0, "pid": 1},

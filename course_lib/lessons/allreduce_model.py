@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import pandas
 
 __all__ = ["AlphaBeta", "ring_factor", "algorithm_bandwidth", "bus_bandwidth", "bench_table",
            "fit_alpha_beta", "plot_fit", "check_prediction"]

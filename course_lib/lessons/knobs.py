@@ -13,9 +13,12 @@ Introduced in notebooks/05_communication.ipynb.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import pandas
 
 __all__ = ["step_samples", "summarise", "compare", "knob_table", "plot_knobs"]
 

@@ -23,7 +23,10 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas
 
 __all__ = ["TimelineError", "read_timeline", "trim_timeline", "phase_table", "step_times",
            "step_summary", "plot_step"]
