@@ -249,12 +249,14 @@ def plot_step(table: "pandas.DataFrame", step: int, ax: Any = None, title: str |
         ValueError: If the table has no phases for that step.
     """
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
     rows = table[table["step"] == step]
     if rows.empty:
         raise ValueError(f"no phases for step {step}; steps present: "
                          f"{sorted(set(table['step'][table['step'] >= 0]))}")
     tensors = list(dict.fromkeys(rows.sort_values("start_ms")["tensor"]))
+    shapes = rows.dropna(subset=["shape"]).groupby("tensor")["shape"].first()
     origin = rows["start_ms"].min()
     phases = list(dict.fromkeys(rows["phase"]))
     colours = {p: f"C{i % 10}" for i, p in enumerate(phases)}
@@ -266,17 +268,17 @@ def plot_step(table: "pandas.DataFrame", step: int, ax: Any = None, title: str |
         ax.barh(y, row["duration_ms"], left=row["start_ms"] - origin, height=height,
                 color=colours[row["phase"]], alpha=0.5 if row["depth"] == 0 else 0.95,
                 edgecolor="black", linewidth=0.3)
-    for phase, colour in colours.items():
-        ax.barh([], [], color=colour, label=phase)
     ax.set_yticks(range(len(tensors)))
-    ax.set_yticklabels([_short(t) for t in tensors], fontsize=7)
+    ax.set_yticklabels([f"{_short(t.rsplit('HorovodAllreduce_', 1)[-1])} {shapes.get(t, '')}"
+                        for t in tensors], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel(f"ms since the step's first tensor was announced (step {step})")
     ax.set_title(title or "Horovod timeline: one training step")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(handles=[Patch(color=c, label=p) for p, c in colours.items()], fontsize=7,
+              loc="upper left", bbox_to_anchor=(0.0, -0.18), ncol=2, frameon=False)
     ax.grid(True, axis="x", alpha=0.3)
     return ax
 
 
-def _short(name: str, width: int = 48) -> str:
+def _short(name: str, width: int = 24) -> str:
     return name if len(name) <= width else "…" + name[-(width - 1):]
