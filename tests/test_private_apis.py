@@ -89,7 +89,8 @@ def test_nbval_skip_compare_is_what_notebooks_conftest_extends() -> None:
 @pytest.mark.horovod
 def test_horovod_accumulation_counts_micro_steps_in_iterations() -> None:
     """Horovod 0.28.1's backward_passes_per_step increments ``optimizer.iterations`` at every
-    micro-step (course_lib.lessons.ablation and notebook 04 depend on knowing this)."""
+    micro-step (why course_lib.training.accumulation exists; tests/test_accumulation.py shows that
+    Horovod's path is inexact for Adam/LAMB)."""
     proc = _run("""
         import os; os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
         import numpy as np, tensorflow as tf
