@@ -84,6 +84,9 @@ def test_nbval_skip_compare_is_what_notebooks_conftest_extends() -> None:
     assert "skip_compare" in source, "nbval no longer sets skip_compare in IPyNbFile.__init__"
     assert "skip_compare" in inspect.getsource(nbval.plugin.IPyNbCell.compare_outputs), (
         "nbval no longer reads skip_compare when comparing outputs")
+    # notebooks/conftest.py checks each cell's stderr through these two.
+    assert "test_outputs" in inspect.getsource(nbval.plugin.IPyNbCell.runtest)
+    assert hasattr(nbval.plugin.IPyNbCell, "raise_cell_error")
 
 
 @pytest.mark.horovod

@@ -26,8 +26,7 @@ from course_lib.runner.processes import stream_command
 SLEEP = Path(__file__).parent / "scripts" / "sleep_hvd.py"
 ROOT = Path(__file__).resolve().parents[1]
 DEADLINE_S = 10.0
-needs_horovod = pytest.mark.skipif(
-    os.environ.get("COURSE_SKIP_HOROVOD") == "1", reason="COURSE_SKIP_HOROVOD=1")
+needs_horovod = pytest.mark.requires("horovodrun")
 
 
 @pytest.fixture(autouse=True)
