@@ -42,7 +42,7 @@ def test_fit_recovers_alpha_and_beta_exactly(workers):
     assert fit.alpha_s == pytest.approx(1.5e-3, rel=1e-9)
     assert fit.beta_bytes_per_s == pytest.approx(0.8e9, rel=1e-9)
     assert fit.rms_relative_error < 1e-9
-    assert "alpha (latency) = 1500 us" in fit.describe() and "0.800 GB/s" in fit.describe()
+    assert "alpha (latency) = 1500.0 us" in fit.describe() and "0.800 GB/s" in fit.describe()
 
 
 def test_fit_weighs_small_messages_like_large_ones():

@@ -89,7 +89,7 @@ class AlphaBeta:
 
     def describe(self) -> str:
         """One line: alpha in microseconds, beta in GB/s."""
-        return (f"alpha (latency) = {self.alpha_s * 1e6:.0f} us, beta (bandwidth) = "
+        return (f"alpha (latency) = {self.alpha_s * 1e6:.1f} us, beta (bandwidth) = "
                 f"{self.beta_bytes_per_s / 1e9:.3f} GB/s, fitted on {self.workers} workers")
 
 
