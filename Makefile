@@ -1,6 +1,6 @@
 # Hands-on distributed deep learning with TensorFlow — the course's commands.
-#   make lab    set up everything, then start JupyterLab on notebooks/
-#   make test   set up everything, then run the whole test suite (what CI runs)
+#   make lab    set up what the notebooks need, then start JupyterLab on the course folder (opens 00_setup)
+#   make test   set up everything, then lint, type-check and run the whole test suite (what CI runs)
 # Other targets: setup, doctor, notebooks (re-execute and commit-ready outputs), bench, clean.
 
 SHELL := /bin/bash
@@ -12,7 +12,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 PORT ?= 8888
 PYTEST_ARGS ?=
 
-.PHONY: setup lab test test-unit test-notebooks doctor notebooks bench clean
+.PHONY: setup lab test lint typecheck mutants test-unit test-notebooks doctor notebooks bench clean
 
 setup:
 	@bash tools/setup.sh
@@ -20,11 +20,26 @@ setup:
 doctor: setup
 	@$(PY) -m course_lib doctor
 
-lab: setup
+# A learner's set-up: no test-only pieces (Chromium, Playwright, nbval, linters); a full set-up also serves.
+lab:
+	@COURSE_PROFILE=learner bash tools/setup.sh
 	$(PY) -m course_lib.environment.lab --port $(PORT)
 
-test: setup
+test: setup lint typecheck
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# ruff (rules in pyproject.toml) over the library, scripts, tests, tools and benchmarks.
+lint: setup
+	$(VENV)/bin/ruff check course_lib source_code tests tools benchmarks notebooks/conftest.py
+
+# mypy over course_lib (settings in pyproject.toml): the annotations are checked, not decoration.
+typecheck: setup
+	$(VENV)/bin/mypy
+
+# Break the course on purpose in a scratch copy, one named mutant at a time; each must be killed
+# (docs/mutants.md lists which check kills which). tests/test_mutants.py runs a sample in make test.
+mutants: setup
+	$(PY) tools/mutants.py
 
 test-unit: setup
 	$(PY) -m pytest -m "not horovod and not browser" --ignore=notebooks $(PYTEST_ARGS)

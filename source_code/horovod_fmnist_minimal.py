@@ -45,8 +45,9 @@ def main():
     hvd.init()  # Horovod (1/5): join the workers that horovodrun started
     gpus = tf.config.list_physical_devices("GPU")  # Horovod (2/5): pin one GPU per process,
     if gpus:  # Horovod: local rank i sees only GPU i (as /gpu:0)
-        tf.config.set_visible_devices(gpus[hvd.local_rank()], "GPU")
-        tf.config.experimental.set_memory_growth(gpus[hvd.local_rank()], True)
+        gpu = gpus[hvd.local_rank() % len(gpus)]  # Horovod: more workers than GPUs share one
+        tf.config.set_visible_devices(gpu, "GPU")  # Horovod: this process sees only its GPU
+        tf.config.experimental.set_memory_growth(gpu, True)  # Horovod: allocate as needed
     tf.keras.utils.set_random_seed(args.seed)
 
     train = images("train", args.train_subset)

@@ -18,6 +18,14 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=${COURSE_VENV:-$ROOT/.venv}
 CONSTRAINTS=$ROOT/requirements/constraints.txt
 APT_PACKAGES=(g++ cmake make libopenmpi-dev openmpi-bin dataset-fashion-mnist chromium)
+# COURSE_PROFILE=learner (make lab): what the notebooks need, without the test-only pieces (Chromium,
+# Playwright, nbval, pytest, linters); full (default, make test): everything.
+PROFILE=${COURSE_PROFILE:-full}
+case "$PROFILE" in
+    full) EXTRAS=lab,test ;;
+    learner) EXTRAS=lab; APT_PACKAGES=(g++ cmake make libopenmpi-dev openmpi-bin dataset-fashion-mnist) ;;
+    *) printf '[setup] ERROR: COURSE_PROFILE=%s: use learner (make lab) or full (make test)\n' "$PROFILE" >&2; exit 1 ;;
+esac
 START=$(date +%s)
 
 say() { printf '[setup] %s\n' "$*"; }
@@ -59,10 +67,13 @@ elif [ "${COURSE_GPU:-}" != 0 ] && command -v nvidia-smi >/dev/null; then
 fi
 
 stamp_id=$( { cat "$CONSTRAINTS" "$ROOT/pyproject.toml" "${BASH_SOURCE[0]}" "$ROOT/tools/jupyterlab-overrides.json"; echo "$variant"; } | sha256sum | cut -c1-16)
-STAMP=$VENV/.course-setup-$stamp_id
+STAMP=$VENV/.course-setup-$stamp_id-$PROFILE
+if [ "$PROFILE" = learner ] && [ -f "$VENV/.course-setup-$stamp_id-full" ]; then
+    STAMP=$VENV/.course-setup-$stamp_id-full  # a full set-up includes everything the learner needs
+fi
 if [ -f "$STAMP" ] && [ "${COURSE_FORCE_SETUP:-0}" != 1 ] && [ -x "$VENV/bin/horovodrun" ] \
         && "$VENV/bin/python" -c "import course_lib"; then
-    say "already set up ($variant build, stamp $stamp_id); checked in $(( $(date +%s) - START )) s"
+    say "already set up ($variant build, $PROFILE profile, stamp $stamp_id); checked in $(( $(date +%s) - START )) s"
     exit 0
 fi
 
@@ -88,7 +99,7 @@ PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 # --- 3. the pinned stack ------------------------------------------------------------------------------
 say "installing the pinned stack ($variant build of TensorFlow $(pin tensorflow-cpu))"
 "${PIP[@]}" install -q "pip==$(pin pip)" "setuptools==$(pin setuptools)" "wheel==$(pin wheel)"
-"${PIP[@]}" install -q -c "$CONSTRAINTS" -e "$ROOT[$variant,lab,test]"
+"${PIP[@]}" install -q -c "$CONSTRAINTS" -e "$ROOT[$variant,$EXTRAS]"
 
 # --- 4. Horovod, compiled against this TensorFlow ------------------------------------------------------
 HVD_VERSION=$(pin horovod)

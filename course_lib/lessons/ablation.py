@@ -184,7 +184,8 @@ def seed_table(configs: Sequence[Config], runs: Mapping[str, Sequence[Mapping[st
                      "updates": trials[0]["updates"], "seeds": len(trials),
                      "test_accuracy": mean, "ci95": half,
                      "val_accuracy": mean_ci95([t["val_accuracy"] for t in trials])[0],
-                     "updates_to_target": ("not reached" if None in reach else int(np.median(reach)))})
+                     "updates_to_target": ("not reached" if None in reach
+                                           else int(np.median([r for r in reach if r is not None])))})
     return pd.DataFrame(rows).set_index("config")
 
 

@@ -119,9 +119,9 @@ class ControlPanel:
         self.timeout = timeout
         self.slots = available_slots()
         self.records: list[Any] = self._load_records()
-        self.last_result = None
+        self.last_result: Any = None  # the last RunResult
         self.last_error: BaseException | None = None
-        self.figure = None
+        self.figure: Any = None  # the last scaling plot (matplotlib Figure)
         self._thread: threading.Thread | None = None
         self._stop_event: threading.Event | None = None
 

@@ -193,7 +193,7 @@ def _check_content(data: FashionMNIST, source: str) -> None:
         bad = [split for split, x, y in (("train", data.x_train, data.y_train),
                                          ("t10k", data.x_test, data.y_test))
                if sorted_rows_sha256(x, y) != SORTED_ROWS_SHA256[split]]
-        where = _tfds_data_dir() / "fashion_mnist"
+        where = str(_tfds_data_dir() / "fashion_mnist")
         remedy = f"delete {where} and load again (tfds prepares it afresh)"
     if bad:
         raise DataCorruptError(f"{source} returned data that differ from the published Fashion-MNIST "
