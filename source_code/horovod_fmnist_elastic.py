@@ -27,7 +27,7 @@ import sys
 import time
 
 from course_lib.training.events import emit
-from course_lib.training.flags import HelpFormatter, positive_float, positive_int
+from course_lib.training.flags import HelpFormatter, add_data_flags, positive_float, positive_int
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -45,10 +45,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="total epochs (passes over the training set by all workers together)")
     parser.add_argument("--lr", type=positive_float, default=1e-3,
                         help="learning rate of ONE worker; the run uses lr x current workers")
-    parser.add_argument("--train-subset", type=positive_int, default=None,
-                        help="train on the first N training images only (default: all 60000)")
-    parser.add_argument("--test-subset", type=positive_int, default=None,
-                        help="evaluate on the first N test images only (default: all 10000)")
+    add_data_flags(parser)
     parser.add_argument("--threads-per-worker", type=positive_int, default=1,
                         help="CPU threads of each worker")
     parser.add_argument("--seed", type=int, default=42, help="seed of the weights and data order")

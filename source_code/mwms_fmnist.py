@@ -26,7 +26,7 @@ import sys
 import time
 
 from course_lib.training.events import emit
-from course_lib.training.flags import HelpFormatter, non_negative_int, positive_float, positive_int
+from course_lib.training.flags import HelpFormatter, add_data_flags, non_negative_int, positive_float, positive_int
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -45,10 +45,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="learning rate (before --scale-lr)")
     parser.add_argument("--scale-lr", action="store_true",
                         help="multiply the learning rate by the number of workers")
-    parser.add_argument("--train-subset", type=positive_int, default=None,
-                        help="train on the first N training images only (default: all 60000)")
-    parser.add_argument("--test-subset", type=positive_int, default=None,
-                        help="evaluate on the first N test images only (default: all 10000)")
+    add_data_flags(parser)
     parser.add_argument("--threads-per-worker", type=positive_int, default=1,
                         help="CPU threads of each worker")
     parser.add_argument("--backup-dir", default=None,

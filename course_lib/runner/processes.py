@@ -31,6 +31,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence, cast
 
+from course_lib.runner.watchdog import alive, scan_descendants, watchdog_command
+
 __all__ = ["ProcessOutcome", "stream_command", "terminate_processes"]
 
 _EOF = object()
@@ -69,32 +71,11 @@ def _reader(stream, lines: "queue.Queue[object]", name: str) -> None:
 
 
 def _scan_descendants(root_pid: int, tracked: dict) -> None:
-    """Add the live descendants of ``root_pid`` to ``tracked`` ({(pid, create_time): Process})."""
-    import psutil
-
-    try:
-        children = psutil.Process(root_pid).children(recursive=True)
-    except psutil.Error:
-        return
-    for child in children:
-        try:
-            tracked.setdefault((child.pid, child.create_time()), child)
-        except psutil.Error:
-            continue
+    scan_descendants(root_pid, tracked)
 
 
 def _alive(procs: Sequence) -> list:
-    """The processes in ``procs`` that still run (zombies count as gone)."""
-    import psutil
-
-    result = []
-    for proc in procs:
-        try:
-            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
-                result.append(proc)
-        except psutil.Error:
-            continue
-    return result
+    return alive(procs)
 
 
 def terminate_processes(
@@ -185,7 +166,6 @@ def stream_command(
     start = clock()
     argv = list(command)
     if watchdog:
-        from course_lib.runner.watchdog import watchdog_command
 
         path = env.get("PATH") if env is not None else None
         if shutil.which(argv[0], path=path) is None and not (

@@ -33,8 +33,9 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Iterable
 
-__all__ = ["watchdog_command", "main"]
+__all__ = ["watchdog_command", "scan_descendants", "alive", "main"]
 
 _SCAN_S = 0.25
 _LEFTOVER_GRACE_S = 2.0
@@ -60,12 +61,15 @@ def watchdog_command(command: list[str], *, grace_s: tuple[float, float] = (2.0,
     return argv + ["--"] + list(command)
 
 
-def _scan(tracked: dict) -> None:
-    """Add this process's live descendants to ``tracked`` ({(pid, create_time): Process})."""
+def scan_descendants(root_pid: int, tracked: dict) -> None:
+    """Add the live descendants of ``root_pid`` to ``tracked`` ({(pid, create_time): Process}).
+
+    Keyed by (pid, create time), so a recycled pid is never mistaken for a recorded process.
+    """
     import psutil
 
     try:
-        children = psutil.Process().children(recursive=True)
+        children = psutil.Process(root_pid).children(recursive=True)
     except psutil.Error:
         return
     for child in children:
@@ -75,17 +79,26 @@ def _scan(tracked: dict) -> None:
             continue
 
 
-def _alive(tracked: dict) -> list:
+def alive(procs: Iterable) -> list:
+    """The ``psutil.Process`` objects of ``procs`` that still run (zombies count as gone)."""
     import psutil
 
-    alive = []
-    for proc in tracked.values():
+    result = []
+    for proc in procs:
         try:
             if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
-                alive.append(proc)
+                result.append(proc)
         except psutil.Error:
             continue
-    return alive
+    return result
+
+
+def _scan(tracked: dict) -> None:
+    scan_descendants(os.getpid(), tracked)
+
+
+def _alive(tracked: dict) -> list:
+    return alive(tracked.values())
 
 
 def _end_all(child: subprocess.Popen, tracked: dict, grace_s: tuple[float, float]) -> None:
