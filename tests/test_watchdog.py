@@ -20,6 +20,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from procscan import processes_with
 
 from course_lib.runner.processes import stream_command
 
@@ -37,16 +38,6 @@ def private_slots(tmp_path, monkeypatch):
     monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
-def processes_with(mark: str) -> list[int]:
-    found = []
-    for proc in psutil.process_iter(["cmdline", "status"]):
-        try:
-            if proc.info["status"] != psutil.STATUS_ZOMBIE and any(
-                    mark in arg for arg in proc.info["cmdline"] or ()):
-                found.append(proc.pid)
-        except psutil.Error:
-            continue
-    return found
 
 
 def live(pids: set[tuple[int, float]]) -> list[int]:

@@ -12,8 +12,8 @@ import uuid
 from pathlib import Path
 
 import ipywidgets as w
-import psutil
 import pytest
+from procscan import processes_with
 
 from course_lib.lessons import scaling
 from course_lib.runner.launch import LaunchError
@@ -23,16 +23,6 @@ SCRIPTS = Path(__file__).parent / "scripts"
 needs_horovod = pytest.mark.requires("horovodrun")  # missing: a failure with the remedy (tests/conftest.py)
 
 
-def processes_with(mark: str) -> list[int]:
-    found = []
-    for proc in psutil.process_iter(["cmdline", "status"]):
-        try:
-            if proc.info["status"] != psutil.STATUS_ZOMBIE and any(
-                    mark in arg for arg in proc.info["cmdline"] or ()):
-                found.append(proc.pid)
-        except psutil.Error:
-            continue
-    return found
 
 
 def log_text(panel: ControlPanel) -> str:
