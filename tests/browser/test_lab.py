@@ -154,9 +154,9 @@ def test_horovod_control_panel_runs_and_stops_in_the_lab(open_notebook, lab) -> 
         assert "1-device baseline" in (panel.table.text_content() or ""), \
             f"without a 1-worker run the table should ask for a baseline: {panel.table.text_content()!r}"
 
-    with nb.step("a 1-worker baseline run (1 epoch) makes the results table appear"):
+    with nb.step("a 1-worker baseline run (2 epochs: a warm-up-only run is kept out) makes the table appear"):
         panel.set_slider("workers", 1)
-        panel.set_slider("epochs", 1)
+        panel.set_slider("epochs", 2)
         panel.run_button.click()
         panel.wait_status(r"^running 1 workers", 30_000)
         panel.wait_finished(r"^done: 1 workers", RUN_TIMEOUT_MS)
