@@ -24,14 +24,13 @@ from __future__ import annotations
 import os
 import queue
 import shutil
-import signal
 import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence, cast
 
-from course_lib.runner.watchdog import alive, scan_descendants, watchdog_command
+from course_lib.runner.watchdog import alive, escalate, scan_descendants, watchdog_command
 
 __all__ = ["ProcessOutcome", "stream_command", "terminate_processes"]
 
@@ -70,14 +69,6 @@ def _reader(stream, lines: "queue.Queue[object]", name: str) -> None:
         lines.put(_EOF)
 
 
-def _scan_descendants(root_pid: int, tracked: dict) -> None:
-    scan_descendants(root_pid, tracked)
-
-
-def _alive(procs: Sequence) -> list:
-    return alive(procs)
-
-
 def terminate_processes(
     popen: subprocess.Popen, tracked: dict, grace_s: Sequence[float] = (3.0, 3.0)
 ) -> None:
@@ -91,31 +82,19 @@ def terminate_processes(
     import psutil
 
     if popen.poll() is None:
-        _scan_descendants(popen.pid, tracked)
+        scan_descendants(popen.pid, tracked)
     try:
         root = [psutil.Process(popen.pid)] if popen.poll() is None else []
     except psutil.Error:
         root = []
-    steps = [(signal.SIGINT, grace_s[0]), (signal.SIGTERM, grace_s[1]), (signal.SIGKILL, 5.0)]
-    for sig, grace in steps:
-        targets = _alive(root + list(tracked.values()))
-        if not targets:
-            break
+
+    def signal_group(sig: int) -> None:
         try:
             os.killpg(popen.pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
-        for proc in targets:
-            try:
-                proc.send_signal(sig)
-            except psutil.Error:
-                continue
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
-            popen.poll()  # reap our own child so it does not linger as a zombie
-            if not _alive(targets):
-                break
-            time.sleep(0.05)
+
+    escalate(lambda: alive(root + list(tracked.values())), signal_group, popen.poll, grace_s)
     try:
         popen.wait(timeout=5.0)
     except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
@@ -207,7 +186,7 @@ def stream_command(
         while True:
             now = clock()
             if popen.poll() is None and now >= next_scan:
-                _scan_descendants(popen.pid, tracked)
+                scan_descendants(popen.pid, tracked)
                 next_scan = now + _DESCENDANT_SCAN_S
             try:
                 item = lines.get(timeout=_POLL_S)

@@ -33,9 +33,9 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Iterable
+from typing import Callable, Iterable, Sequence
 
-__all__ = ["watchdog_command", "scan_descendants", "alive", "main"]
+__all__ = ["watchdog_command", "scan_descendants", "alive", "escalate", "main"]
 
 _SCAN_S = 0.25
 _LEFTOVER_GRACE_S = 2.0
@@ -93,39 +93,54 @@ def alive(procs: Iterable) -> list:
     return result
 
 
-def _scan(tracked: dict) -> None:
-    scan_descendants(os.getpid(), tracked)
+def escalate(targets: Callable[[], list], signal_group: Callable[[int], None],
+             reap: Callable[[], object], grace_s: Sequence[float]) -> None:
+    """SIGINT, then SIGTERM, then SIGKILL: each to a process group and to every target still alive,
+    waiting up to the step's grace period for the targets to go before the next signal.
 
+    Args:
+        targets: Returns the ``psutil.Process`` objects to end now (called before each step, so
+            descendants born meanwhile are included); an empty list ends the escalation.
+        signal_group: Sends a signal to the run's process group.
+        reap: Reaps the direct child, so that it does not linger as a zombie.
+        grace_s: Seconds granted after SIGINT and after SIGTERM (SIGKILL gets 5 s).
+    """
+    import psutil
 
-def _alive(tracked: dict) -> list:
-    return alive(tracked.values())
-
-
-def _end_all(child: subprocess.Popen, tracked: dict, grace_s: tuple[float, float]) -> None:
-    """SIGINT, SIGTERM, SIGKILL to the run's process group and every recorded descendant."""
     for sig, grace in ((signal.SIGINT, grace_s[0]), (signal.SIGTERM, grace_s[1]),
                        (signal.SIGKILL, 5.0)):
-        if child.poll() is None:
-            _scan(tracked)
-        targets = _alive(tracked)
-        if not targets:
+        procs = targets()
+        if not procs:
             return
+        signal_group(sig)
+        for proc in procs:
+            try:
+                proc.send_signal(sig)
+            except psutil.Error:  # already gone
+                continue
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            reap()
+            if not alive(procs):
+                break
+            time.sleep(0.05)
+
+
+def _end_all(child: subprocess.Popen, tracked: dict, grace_s: Sequence[float]) -> None:
+    """End the run's process group and every recorded descendant."""
+    def targets() -> list:
+        if child.poll() is None:
+            scan_descendants(os.getpid(), tracked)
+        return alive(tracked.values())
+
+    def signal_group(sig: int) -> None:
         if sig != signal.SIGKILL:  # the group holds this process too: it ignores or handles these
             try:
                 os.killpg(os.getpgid(0), sig)
             except OSError:
                 pass
-        for proc in targets:
-            try:
-                proc.send_signal(sig)
-            except Exception:  # psutil.Error: already gone
-                continue
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
-            child.poll()  # reap our child so that it does not linger as a zombie
-            if not _alive(tracked):
-                return
-            time.sleep(0.05)
+
+    escalate(targets, signal_group, child.poll, grace_s)
 
 
 def _prepare_child() -> None:  # pragma: no cover - runs in the child before exec
@@ -170,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     tracked: dict = {}
     caller_gone = False
     while child.poll() is None:
-        _scan(tracked)
+        scan_descendants(os.getpid(), tracked)
         try:
             ready, _, _ = select.select([0], [], [], _SCAN_S)
         except InterruptedError:  # pragma: no cover - PEP 475 retries select
@@ -185,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         _end_all(child, tracked, grace)
     else:  # the command exited: give leftovers (a rank still flushing) a moment, then end them
         deadline = time.monotonic() + _LEFTOVER_GRACE_S
-        while _alive(tracked) and time.monotonic() < deadline:
+        while alive(tracked.values()) and time.monotonic() < deadline:
             time.sleep(0.05)
         _end_all(child, tracked, grace)
     code = child.wait()
