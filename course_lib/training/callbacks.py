@@ -14,12 +14,14 @@ from typing import Any
 import tensorflow as tf
 
 from course_lib.training.checkpoints import save_checkpoint
+from course_lib.training.consumption import ConsumedIds
 from course_lib.training.events import emit
 from course_lib.training.models import weights_digest
 from course_lib.training.seeding import reseed_dropout
 from course_lib.training.throughput import ThroughputMeter
 
-__all__ = ["Throughput", "ReseedDropout", "EvaluateEachEpoch", "CheckpointEachEpoch"]
+__all__ = ["Throughput", "ReseedDropout", "EvaluateEachEpoch", "CheckpointEachEpoch",
+           "ReportConsumed"]
 
 
 class Throughput(ThroughputMeter, tf.keras.callbacks.Callback):
@@ -81,3 +83,20 @@ class CheckpointEachEpoch(tf.keras.callbacks.Callback):
                                extra=self.extra)
         emit("checkpoint", self.json_lines, epoch=epoch + 1, path=info["path"],
              digest=info["digest"])
+
+
+class ReportConsumed(tf.keras.callbacks.Callback):
+    """After every epoch, print this rank's ``consumed`` event: which examples it trained on.
+
+    Every rank uses it (like the ``digest`` event); ``recorder`` is the
+    :class:`course_lib.training.consumption.ConsumedIds` given to the input pipeline, so the
+    numbers come from the batches the model actually pulled.
+    """
+
+    def __init__(self, recorder: ConsumedIds, rank: int, *, json_lines: bool = False) -> None:
+        super().__init__()
+        self.recorder, self.rank, self.json_lines = recorder, rank, json_lines
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        fields: dict[str, Any] = self.recorder.event(epoch, self.rank)
+        emit("consumed", self.json_lines, **fields)

@@ -21,12 +21,15 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover
     import tensorflow as tf
 
+    from course_lib.training.consumption import ConsumedIds
+
 __all__ = [
     "ShardError",
     "shard_size",
     "steps_per_epoch",
     "samples_per_epoch",
     "epoch_indices",
+    "shard_padding",
     "make_dataset",
     "make_epochs_dataset",
     "distribute_for_strategy",
@@ -95,9 +98,28 @@ def epoch_indices(n: int, *, seed: int, epoch: int, num_workers: int = 1,
     return perm[worker_index::num_workers]
 
 
+def shard_padding(n: int, num_workers: int = 1, worker_index: int = 0) -> np.ndarray:
+    """Which entries of :func:`epoch_indices` are padding (copies added to even out the shards).
+
+    Position ``j`` of worker ``r`` is global position ``r + j * W``; those ``>= n`` are padding.
+
+    Returns:
+        bool array of length ``shard_size(n, W)``; ``(W - n % W) % W`` True entries over all workers.
+    """
+    _check_shard_args(num_workers, worker_index)
+    return worker_index + np.arange(shard_size(n, num_workers)) * num_workers >= n
+
+
 def _batches_dataset(images: np.ndarray, labels: np.ndarray, rows: np.ndarray, batch_size: int,
-                     cache: bool) -> "tf.data.Dataset":
-    """Dataset of batches gathered from images/labels by each row of index matrix ``rows``."""
+                     cache: bool, *, epochs: np.ndarray | None = None,
+                     padding: np.ndarray | None = None,
+                     recorder: "ConsumedIds | None" = None) -> "tf.data.Dataset":
+    """Dataset of batches gathered from images/labels by each row of index matrix ``rows``.
+
+    Every batch carries its epoch (``epochs[i]`` for row i), the ids and padding flags of its
+    examples until the last stage, which hands them to ``recorder`` (when the model pulls the
+    batch, after prefetching) and yields ``(images, labels)``.
+    """
     import tensorflow as tf
 
     images = np.asarray(images)
@@ -109,19 +131,36 @@ def _batches_dataset(images: np.ndarray, labels: np.ndarray, rows: np.ndarray, b
                          f"{labels.shape}")
     source_images = tf.constant(images)
     source_labels = tf.constant(labels.astype(np.int32))
+    epochs = np.zeros(len(rows), np.int64) if epochs is None else np.asarray(epochs, np.int64)
+    padding = np.zeros(rows.shape, bool) if padding is None else np.asarray(padding, bool)
 
-    def to_batches(row: tf.Tensor) -> tf.data.Dataset:
-        return tf.data.Dataset.from_tensor_slices(row).batch(batch_size)
+    def to_batches(epoch: tf.Tensor, row: tf.Tensor, pad: tf.Tensor) -> tf.data.Dataset:
+        return tf.data.Dataset.from_tensor_slices((row, pad)).batch(batch_size).map(
+            lambda idx, flags: (epoch, idx, flags))
 
-    def gather(idx: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    def gather(epoch: tf.Tensor, idx: tf.Tensor, flags: tf.Tensor) -> tuple[tf.Tensor, ...]:
         x = tf.cast(tf.gather(source_images, idx), tf.float32) / 255.0
-        return x, tf.gather(source_labels, idx)
+        return epoch, idx, flags, x, tf.gather(source_labels, idx)
 
-    ds = tf.data.Dataset.from_tensor_slices(rows.astype(np.int64)).flat_map(to_batches)
+    def note(epoch: tf.Tensor, idx: tf.Tensor, flags: tf.Tensor) -> bool:
+        assert recorder is not None
+        recorder.record(epoch.numpy(), idx.numpy(), flags.numpy())
+        return True
+
+    def record(epoch: tf.Tensor, idx: tf.Tensor, flags: tf.Tensor, x: tf.Tensor,
+               y: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        if recorder is not None:  # runs in Python each time the model pulls this batch
+            done = tf.py_function(note, [epoch, idx, flags], tf.bool)
+            with tf.control_dependencies([done]):
+                x = tf.identity(x)
+        return x, y
+
+    ds = tf.data.Dataset.from_tensor_slices((epochs, rows.astype(np.int64), padding))
+    ds = ds.flat_map(to_batches)
     ds = ds.map(gather, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     if cache:
         ds = ds.cache()
-    return ds.prefetch(tf.data.AUTOTUNE)
+    return ds.prefetch(tf.data.AUTOTUNE).map(record)
 
 
 def make_dataset(images: np.ndarray, labels: np.ndarray, *, batch_size: int, training: bool,
@@ -168,14 +207,18 @@ def make_dataset(images: np.ndarray, labels: np.ndarray, *, batch_size: int, tra
     if training:
         rows = epoch_indices(n, seed=seed, epoch=epoch, num_workers=num_workers,
                              worker_index=worker_index)[None, :]
+        padding = shard_padding(n, num_workers, worker_index)[None, :]
     else:
         rows = np.arange(n)[worker_index::num_workers][None, :]
-    return _batches_dataset(images, labels, rows, batch_size, cache)
+        padding = None
+    return _batches_dataset(images, labels, rows, batch_size, cache, epochs=np.array([epoch]),
+                            padding=padding)
 
 
 def make_epochs_dataset(images: np.ndarray, labels: np.ndarray, *, batch_size: int, seed: int,
                         num_workers: int, worker_index: int, first_epoch: int,
-                        last_epoch: int) -> "tf.data.Dataset":
+                        last_epoch: int, recorder: "ConsumedIds | None" = None
+                        ) -> "tf.data.Dataset":
     """Training batches of epochs ``first_epoch .. last_epoch - 1``, one epoch after the other.
 
     Each epoch is exactly ``make_dataset(..., training=True, epoch=e)`` (its own permutation, its
@@ -192,6 +235,8 @@ def make_epochs_dataset(images: np.ndarray, labels: np.ndarray, *, batch_size: i
         worker_index: r.
         first_epoch: First epoch (0-based, inclusive).
         last_epoch: Last epoch (exclusive).
+        recorder: If given, a :class:`course_lib.training.consumption.ConsumedIds` that records
+            the ids (and padding flags) of every batch when the model pulls it.
 
     Returns:
         A prefetched ``tf.data.Dataset`` (not cached: each epoch is new).
@@ -208,12 +253,16 @@ def make_epochs_dataset(images: np.ndarray, labels: np.ndarray, *, batch_size: i
     rows = np.stack([epoch_indices(n, seed=seed, epoch=e, num_workers=num_workers,
                                    worker_index=worker_index)
                      for e in range(first_epoch, last_epoch)])
-    return _batches_dataset(images, labels, rows, batch_size, cache=False)
+    padding = np.tile(shard_padding(n, num_workers, worker_index), (len(rows), 1))
+    return _batches_dataset(images, labels, rows, batch_size, cache=False,
+                            epochs=np.arange(first_epoch, last_epoch), padding=padding,
+                            recorder=recorder)
 
 
 def distribute_for_strategy(strategy: Any, images: np.ndarray, labels: np.ndarray, *,
                             batch_size_per_replica: int, training: bool, seed: int = 0,
-                            epochs: int | None = None) -> tuple[Any, int, int]:
+                            epochs: int | None = None,
+                            recorder: "ConsumedIds | None" = None) -> tuple[Any, int, int]:
     """Batches for a ``tf.distribute`` strategy (e.g. MirroredStrategy on one machine).
 
     The global batch is ``batch_size_per_replica * strategy.num_replicas_in_sync``; the strategy
@@ -242,7 +291,8 @@ def distribute_for_strategy(strategy: Any, images: np.ndarray, labels: np.ndarra
     global_batch = batch_size_per_replica * replicas
     if training and epochs is not None:
         ds = make_epochs_dataset(images, labels, batch_size=global_batch, seed=seed, num_workers=1,
-                                 worker_index=0, first_epoch=0, last_epoch=epochs)
+                                 worker_index=0, first_epoch=0, last_epoch=epochs,
+                                 recorder=recorder)
     else:
         ds = make_dataset(images, labels, batch_size=global_batch, training=training, seed=seed)
     steps = steps_per_epoch(len(labels), global_batch, 1)
