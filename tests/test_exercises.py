@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import json
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from course_lib.lessons.exercises import EXERCISES, check
 
-SOLUTIONS_FILE = Path(__file__).resolve().parents[1] / "instructor" / "solutions" / "answers.py"
+ROOT = Path(__file__).resolve().parents[1]
+SOLUTIONS_FILE = ROOT / "instructor" / "solutions" / "answers.py"
 spec = importlib.util.spec_from_file_location("answers", SOLUTIONS_FILE)
 answers = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(answers)
@@ -39,8 +44,121 @@ def test_unanswered_and_unknown() -> None:
         check("99.nothing", 1)
 
 
+# --- near misses are wrong answers (issue 20, point 8) ---------------------------------------------
+@pytest.mark.parametrize("key", sorted(EXERCISES))
+def test_near_misses_are_rejected_at_the_boundary(key: str, capsys: pytest.CaptureFixture[str]) -> None:
+    solution, kind = answers.SOLUTIONS[key], EXERCISES[key].kind
+    if kind == "integer":
+        assert isinstance(solution, int)
+        assert check(key, solution) is True
+        assert check(key, solution - 1) is False and check(key, solution + 1) is False  # 468 or 470 for 469
+        assert check(key, solution + 0.5) is False
+    else:
+        assert kind == "real" and isinstance(solution, float)
+        assert check(key, solution) is True
+        for factor in (1.01, 0.99, 1.009, 0.991):  # a 1 % slip, and a 0.9 % one (a rounded intermediate)
+            assert check(key, solution * factor) is False, f"{key} accepts {factor} x the answer"
+        assert check(key, solution * 1.0001) is True   # rounding the final answer is not a mistake
+        assert check(key, str(solution)) is True       # "7.0" typed as text is still the number
+    capsys.readouterr()
+
+
+def test_integer_answers_are_numbers_not_text_or_booleans(capsys: pytest.CaptureFixture[str]) -> None:
+    assert check("04.steps_ratio", "8") is False
+    assert check("04.steps_ratio", 8.0) is True
+    assert check("02.loss_scale", True) is False
+    capsys.readouterr()
+
+
+def test_expected_answers_come_from_course_lib_not_from_literals(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checker follows the library: break the library's arithmetic and the checker changes its mind."""
+    from course_lib.lessons import concepts
+    from course_lib.training import epochs
+
+    real_table, real_arith = concepts.allreduce_cost_table, epochs.epoch_arithmetic
+
+    def tripled_ring(mb: float, workers: list[int]) -> Any:
+        table = real_table(mb, workers)
+        return table.assign(ring_mb_per_worker=3 * table["ring_mb_per_worker"])
+
+    def one_step_more(*args: Any, **kwargs: Any) -> dict[str, int]:
+        arith = real_arith(*args, **kwargs)
+        return {**arith, "steps_per_epoch": arith["steps_per_epoch"] + 1}
+
+    monkeypatch.setattr(concepts, "allreduce_cost_table", tripled_ring)
+    assert not EXERCISES["01.ring_bytes"].accepts(answers.SOLUTIONS["01.ring_bytes"])
+    monkeypatch.setattr(epochs, "epoch_arithmetic", one_step_more)
+    assert not EXERCISES["03.epochs"].accepts(answers.SOLUTIONS["03.epochs"])
+
+
+def test_every_question_is_written_from_its_numbers() -> None:
+    for key, exercise in EXERCISES.items():
+        assert exercise.numbers, key
+        for name in exercise.numbers:
+            assert "{" + name + "}" in exercise.template, f"{key}: {name} is not in the question text"
+        assert "{" not in exercise.question, key
+
+
+# --- each question's numbers are the numbers its notebook asks about --------------------------------
+def _exercise_markdown(key: str) -> str:
+    """The markdown cell just above the cell that calls check(key) in the key's notebook."""
+    (notebook,) = sorted((ROOT / "notebooks").glob(f"{key.split('.')[0]}_*.ipynb"))
+    cells = json.loads(notebook.read_text())["cells"]
+    for index, cell in enumerate(cells):
+        if f'check("{key}"' in "".join(cell["source"]):
+            above = [c for c in cells[:index] if c["cell_type"] == "markdown"]
+            assert above, f"{notebook.name}: no markdown before the check of {key}"
+            return "".join(above[-1]["source"])
+    raise AssertionError(f"{notebook.name} has no cell calling check(\"{key}\")")
+
+
+_WORDS = {word: str(n) for n, word in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve".split())}
+
+
+def _numbers_in(text: str) -> set[str]:
+    """Numbers in a notebook's text: "60 000" is 60000, "four devices" is 4."""
+    joined = re.sub(r"(?<=\d)[ \u00a0\u2009\u202f](?=\d{3}\b)", "", text)
+    joined = re.sub(r"\b(" + "|".join(_WORDS) + r")\b", lambda m: _WORDS[m.group(1).lower()], joined, flags=re.I)
+    return {_canonical(token) for token in re.findall(r"\d+(?:\.\d+)?", joined)}
+
+
+def _canonical(value: Any) -> str:
+    return f"{float(value):g}" if float(value) < 1e6 else str(int(float(value)))
+
+
+@pytest.mark.parametrize("key", sorted(EXERCISES))
+def test_the_notebook_asks_the_question_the_checker_answers(key: str) -> None:
+    text = _exercise_markdown(key)
+    found = _numbers_in(text)
+    for name, value in EXERCISES[key].numbers.items():
+        assert _canonical(value) in found, (f"{key}: the checker's {name} = {value} is not in the notebook's "
+                                            f"exercise text (numbers there: {sorted(found)}):\n{text}")
+
+
+def test_the_notebook_number_scan_can_fail() -> None:
+    assert _numbers_in("60 000 images, batch 256, lr 0.001, 1 024") == {"60000", "256", "0.001", "1024"}
+    assert _numbers_in("four devices at 3 000 images/s") == {"4", "3000"}
+    assert "469" not in _numbers_in("ceil(60 000 / 128)")
+
+
+# --- word answers are stored as salted digests ------------------------------------------------------
+def test_word_answers_compare_salted_digests(capsys: pytest.CaptureFixture[str]) -> None:
+    from course_lib.lessons import exercises
+
+    digest = exercises.answer_digest("99.words", "Tensor fusion")
+    assert digest != hashlib.sha256(b"tensor fusion").hexdigest()            # salted
+    assert digest != exercises.answer_digest("98.words", "Tensor fusion")     # per exercise
+    exercise = exercises.Exercise("99.words", "Which?", {"n": 1}, "words", "think", digest=digest)
+    for right in ("tensor fusion", "  TENSOR   fusion. ", "Tensor\u00a0fusion"):
+        assert exercise.accepts(right), right
+    for wrong in ("tensor", "tensor-fusion", "fusion tensor", None, 7):
+        assert not exercise.accepts(wrong), wrong
+    source = (ROOT / "course_lib" / "lessons" / "exercises.py").read_text()
+    assert "tensor fusion" not in source.lower()
+
+
 # --- the coding exercise of 03: turn the plain Keras script into a Horovod script ------------------
-ROOT = Path(__file__).resolve().parents[1]
 SOLUTION_SCRIPT = ROOT / "source_code" / "horovod_fmnist_minimal.py"   # named in instructor/solutions/answers.py
 PLAIN_SCRIPT = ROOT / "source_code" / "keras_fmnist.py"
 TINY = ["--epochs", "1", "--train-subset", "512", "--test-subset", "256", "--batch-size", "64"]

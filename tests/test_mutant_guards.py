@@ -6,13 +6,10 @@ simulation checked against the cost table), so a factor slipped into either side
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 
 from course_lib.lessons import concepts
-from course_lib.lessons.exercises import EXERCISES, check
 
 
 # ---------------------------------------------------------------- staleness (concepts.synchronous_vs_asynchronous)
@@ -57,29 +54,6 @@ def test_ring_traffic_of_a_4_mb_gradient_on_8_workers_is_7_mb() -> None:
 
 
 # ---------------------------------------------------------------- checkers reject near misses
-#: Each numeric exercise's answer, computed here from the question's own numbers.
-EXPECTED = {
-    "00.global_batch": 64 * 4,
-    "00.steps": math.ceil(60_000 / 256),
-    "01.ring_bytes": 2 * (8 - 1) / 8 * 4,
-    "01.efficiency": 3000 / (4 * 1000),
-    "01.trap": 58 * 1024 / 10,
-    "02.loss_scale": 2 * 32,
-    "02.replicas_steps": math.ceil(60_000 / (64 * 2)),
-    "03.epochs": math.ceil(60_000 / (32 * 4)),
-    "03.scaled_lr": 0.001 * 8,
-    "04.steps_ratio": 8,
-}
-
-
-@pytest.mark.parametrize("key", sorted(EXPECTED))
-def test_checker_accepts_the_answer_and_rejects_near_misses(key: str, capsys) -> None:
-    assert key in EXERCISES, f"exercise {key} is gone: update EXPECTED in this file"
-    value = EXPECTED[key]
-    assert check(key, value) is True
-    if isinstance(value, int):
-        assert check(key, value - 1) is False and check(key, value + 1) is False
-    else:  # a 0.9 % error (e.g. a rounded intermediate) is a wrong answer, a 0.01 % rounding is not
-        assert check(key, value * 1.009) is False and check(key, value * 0.991) is False
-        assert check(key, value * 1.0001) is True
-    capsys.readouterr()
+# The checker_near_miss mutant (a self-check accepting a 0.9 % error) is killed by tests/test_exercises.py's
+# test_near_misses_are_rejected_at_the_boundary, against the instructors' hand-worked answers; its expected
+# values are computed by course_lib, so they are not repeated here.

@@ -1,33 +1,37 @@
 """Self-check cells for the notebooks' exercises.
 
-Each exercise has a key (``"02.global_batch"``), a question, a checker and a hint. A notebook's
-exercise cell sets ``answer = ...`` and the next cell calls :func:`check`; it prints whether the
-answer is right, a hint when it is not, and returns the verdict. Instructors find worked solutions
-in ``instructor/solutions/`` (hidden from the learners' lab); ``tests/test_exercises.py`` proves
-each checker accepts the solution
-and rejects typical wrong answers.
+Each exercise has a key (``"02.global_batch"``), a question written from its own ``numbers``, a
+solver and a hint. The solver computes the expected answer from those numbers with the course's
+own functions (``training.epochs``, ``training.pipeline``, ``training.throughput``,
+``lessons.concepts``, ``lessons.scaling``, ``lessons.trials``), so no answer is written down here
+and a learner who opens this file in the lab reads the method, not the number. Answers that are
+not a formula (a choice, a word) are compared as a salted sha256 of the normalised text.
+
+A notebook's exercise cell sets ``answer = ...`` and the next cell calls :func:`check`; it prints
+whether the answer is right, a hint when it is not, and returns the verdict. Whole-number answers
+must be exact; real answers within 0.1 % (a rounded answer passes, a 1 % slip does not).
+Instructors find worked solutions in ``instructor/solutions/`` (refused by the learners' lab);
+``tests/test_exercises.py`` proves each checker accepts them and rejects near misses.
 
 Introduced in notebooks/00_setup.ipynb.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
-import re
+import numbers
+import unicodedata
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
-__all__ = ["Exercise", "EXERCISES", "check", "check_horovod_run", "check_replica_step", "steps_shown"]
+from course_lib.lessons.coding_checks import check_horovod_run, check_replica_step, steps_shown
 
+__all__ = ["Exercise", "EXERCISES", "check", "answer_digest", "check_horovod_run", "check_replica_step",
+           "steps_shown"]
 
-@dataclass(frozen=True)
-class Exercise:
-    """One exercise: ``accepts(answer)`` tells right from wrong."""
-
-    key: str
-    question: str
-    accepts: Callable[[Any], bool]
-    hint: str
+#: Salt of the digests of word answers (with the exercise's key): a stored digest matches no public table.
+SALT = "course_lib.exercises.v1"
 
 
 def _close(expected: float, rel: float = 1e-3) -> Callable[[Any], bool]:
@@ -40,44 +44,171 @@ def _close(expected: float, rel: float = 1e-3) -> Callable[[Any], bool]:
     return accepts
 
 
-def _equals(expected: Any) -> Callable[[Any], bool]:
-    return lambda answer: answer == expected
+def _equals(expected: int) -> Callable[[Any], bool]:
+    def accepts(answer: Any) -> bool:
+        return not isinstance(answer, bool) and isinstance(answer, numbers.Real) and answer == expected
+    return accepts
+
+
+def normalise(answer: Any) -> str:
+    """A word answer as it is compared: NFKC, lower case, single spaces, no surrounding punctuation."""
+    text = unicodedata.normalize("NFKC", str(answer)).casefold()
+    return " ".join(text.split()).strip(" .!\"'`")
+
+
+def answer_digest(key: str, answer: Any) -> str:
+    """Salted sha256 (hex) of a word answer to exercise ``key``; instructors store it as ``Exercise.digest``."""
+    return hashlib.sha256(f"{SALT}:{key}:{normalise(answer)}".encode()).hexdigest()
+
+
+def _fmt(value: Any) -> str:
+    """A number as the notebooks write it: ``60 000``, ``1 024``, ``0.001``, ``4``."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return f"{value:,}".replace(",", " ") if isinstance(value, int) else f"{value:g}"
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One exercise. ``kind`` is ``"integer"`` (exact), ``"real"`` (within 0.1 %) or ``"words"`` (digest).
+
+    ``numbers`` are the question's data (formatted into ``template`` and ``hint_template``);
+    ``solve(**numbers)`` computes the expected answer with course_lib; a ``"words"`` exercise
+    stores only ``digest`` = :func:`answer_digest` of the right answer.
+    """
+
+    key: str
+    template: str
+    numbers: Mapping[str, Any]
+    kind: str
+    hint_template: str
+    solve: Callable[..., Any] | None = None
+    digest: str = ""
+
+    @property
+    def question(self) -> str:
+        """The question, with its numbers."""
+        return self.template.format(**{name: _fmt(v) for name, v in self.numbers.items()})
+
+    @property
+    def hint(self) -> str:
+        """The hint, with the question's numbers (never the answer)."""
+        return self.hint_template.format(**{name: _fmt(v) for name, v in self.numbers.items()})
+
+    def accepts(self, answer: Any) -> bool:
+        """True when ``answer`` is right."""
+        if self.kind == "words":
+            return answer_digest(self.key, answer) == self.digest
+        if self.solve is None:
+            raise ValueError(f"exercise {self.key} has no solver")
+        expected = self.solve(**self.numbers)
+        if self.kind == "integer":
+            return _equals(int(expected))(answer)
+        return _close(float(expected))(answer)
+
+
+# ----------------------------------------------------------------- solvers: course_lib's own arithmetic
+def _global_batch(per_replica_batch: int, replicas: int) -> int:
+    from course_lib.training.epochs import epoch_arithmetic
+
+    # Images per step on all replicas; it does not depend on the data set's size (any size will do).
+    return epoch_arithmetic(per_replica_batch * replicas, per_replica_batch, replicas)["step_batch"]
+
+
+def _steps(train_size: int, per_worker_batch: int, workers: int = 1) -> int:
+    from course_lib.training.epochs import epoch_arithmetic
+
+    return epoch_arithmetic(train_size, per_worker_batch, workers)["steps_per_epoch"]
+
+
+def _replica_steps(train_size: int, per_replica_batch: int, replicas: int) -> int:
+    from course_lib.training.pipeline import steps_per_epoch
+
+    # MirroredStrategy: one process splits each global batch over the replicas (epochs.describe_epoch).
+    return steps_per_epoch(train_size, per_replica_batch * replicas)
+
+
+def _ring_mb(gradient_mb: float, workers: int) -> float:
+    from course_lib.lessons.concepts import allreduce_cost_table
+
+    return float(allreduce_cost_table(gradient_mb, [workers]).iloc[0]["ring_mb_per_worker"])
+
+
+def _efficiency(single_rate: float, devices: int, multi_rate: float) -> float:
+    from course_lib.lessons.scaling import scaling_table
+
+    # Weak scaling: the same per-device batch on every run (its size does not enter the efficiency).
+    runs = [{"devices": 1, "per_device_batch": 1, "images_per_sec": single_rate},
+            {"devices": devices, "per_device_batch": 1, "images_per_sec": multi_rate}]
+    table = scaling_table(runs, mode="weak")
+    return float(table.loc[table["devices"] == devices, "efficiency"].iloc[0])
+
+
+def _honest_rate(steps: int, global_batch: int, seconds: float, train_size: int) -> float:
+    from course_lib.training.pipeline import samples_per_epoch
+    from course_lib.training.throughput import ThroughputMeter
+
+    ticks = iter([0.0] + [seconds * (i + 1) / steps for i in range(steps)])  # a fake clock: one read per step
+    meter = ThroughputMeter(global_batch, samples_per_epoch=samples_per_epoch(train_size), warmup_epochs=0,
+                            verbose=False, clock=lambda: next(ticks))
+    meter.on_train_begin()
+    meter.on_epoch_begin(0)
+    for step in range(steps):
+        meter.on_train_batch_end(step)
+    meter.on_epoch_end(0)
+    return meter.summary().images_per_sec_mean
+
+
+def _scaled_lr(base_lr: float, workers: int) -> float:
+    from course_lib.lessons.trials import peak_lr
+
+    # At a fixed per-worker batch the global batch grows with the workers (batches in per-worker units).
+    return peak_lr({"base_lr": base_lr, "base_batch": 1, "batch": workers, "lr_scaling": "linear"})
+
+
+def _updates_ratio(growth: int) -> int:
+    from course_lib.training.epochs import epoch_arithmetic
+
+    # Any data set both batches divide gives the same ratio; the smallest: `growth` images, batches 1 and growth.
+    small = epoch_arithmetic(growth, 1, 1)["updates_per_epoch"]
+    large = epoch_arithmetic(growth, growth, 1)["updates_per_epoch"]
+    return small // large
 
 
 EXERCISES: dict[str, Exercise] = {exercise.key: exercise for exercise in [
-    Exercise("00.global_batch",
-             "MirroredStrategy with 4 replicas and a per-replica batch of 64: what is the global batch?",
-             _equals(256), "the global batch is per-replica batch × number of replicas"),
-    Exercise("00.steps",
-             "60 000 training images, global batch 256, last partial batch kept: steps in one epoch?",
-             _equals(235), "ceil(60000 / 256)"),
-    Exercise("01.ring_bytes",
-             "Ring all-reduce of a 4 MB gradient over 8 workers: MB sent by each worker?",
-             _close(7.0), "each worker sends 2 (N - 1) / N × the gradient size"),
-    Exercise("01.efficiency",
-             "1 device: 1 000 img/s; 4 devices: 3 000 img/s. Scaling efficiency (0..1)?",
-             _close(0.75), "efficiency = T_N / (N × T_1)"),
-    Exercise("01.trap",
-             "An epoch ran 58 steps of global batch 1 024 in 10 s (60 000 images in the data set). "
-             "True images/s?",
-             _close(5939.2), "count what ran: steps × global batch, not the data set's length"),
-    Exercise("02.loss_scale",
-             "Custom loop, 2 replicas, per-replica batch 32: by what number must each replica divide "
-             "its SUM of per-example losses?",
-             _equals(64), "divide by the GLOBAL batch, so the all-reduced sum is the mean over all replicas"),
-    Exercise("02.replicas_steps",
-             "Going from 1 to 2 replicas at a fixed per-replica batch of 64 on 60 000 images: steps per "
-             "epoch with 2 replicas?",
-             _equals(469), "ceil(60000 / (64 × 2))"),
-    Exercise("03.epochs",
-             "horovodrun -np 4, per-worker batch 32, 60 000 images: steps per epoch on each worker?",
-             _equals(469), "one epoch = one pass over the data by all workers together: ceil(60000 / (32 × 4))"),
-    Exercise("03.scaled_lr",
-             "Base learning rate 0.001 for one worker; linear scaling rule with 8 workers: learning rate?",
-             _close(0.008), "multiply by the number of workers (hvd.size())"),
-    Exercise("04.steps_ratio",
-             "Same epochs, 8× larger global batch: how many times fewer optimizer steps?",
-             _equals(8), "steps per epoch = data size / global batch"),
+    Exercise("00.global_batch", "MirroredStrategy with {replicas} replicas and a per-replica batch of "
+             "{per_replica_batch}: what is the global batch?", {"per_replica_batch": 64, "replicas": 4}, "integer",
+             "the global batch is per-replica batch × number of replicas", _global_batch),
+    Exercise("00.steps", "{train_size} training images, global batch {per_worker_batch}, last partial batch "
+             "kept: steps in one epoch?", {"train_size": 60_000, "per_worker_batch": 256}, "integer",
+             "ceil({train_size} / {per_worker_batch})", _steps),
+    Exercise("01.ring_bytes", "Ring all-reduce of a {gradient_mb} MB gradient over {workers} workers: MB sent "
+             "by each worker?", {"gradient_mb": 4.0, "workers": 8}, "real",
+             "each worker sends 2 (N - 1) / N × the gradient size", _ring_mb),
+    Exercise("01.efficiency", "1 device: {single_rate} img/s; {devices} devices: {multi_rate} img/s. Scaling "
+             "efficiency (0..1)?", {"single_rate": 1000.0, "devices": 4, "multi_rate": 3000.0}, "real",
+             "efficiency = T_N / (N × T_1)", _efficiency),
+    Exercise("01.trap", "An epoch ran {steps} steps of global batch {global_batch} in {seconds} s ({train_size} "
+             "images in the data set). True images/s?",
+             {"steps": 58, "global_batch": 1024, "seconds": 10.0, "train_size": 60_000}, "real",
+             "count what ran: steps × global batch, not the data set's length", _honest_rate),
+    Exercise("02.loss_scale", "Custom loop, {replicas} replicas, per-replica batch {per_replica_batch}: by what "
+             "number must each replica divide its SUM of per-example losses?",
+             {"per_replica_batch": 32, "replicas": 2}, "integer",
+             "divide by the GLOBAL batch, so the all-reduced sum is the mean over all replicas", _global_batch),
+    Exercise("02.replicas_steps", "Going from 1 to {replicas} replicas at a fixed per-replica batch of "
+             "{per_replica_batch} on {train_size} images: steps per epoch with {replicas} replicas?",
+             {"train_size": 60_000, "per_replica_batch": 64, "replicas": 2}, "integer",
+             "ceil({train_size} / ({per_replica_batch} × {replicas}))", _replica_steps),
+    Exercise("03.epochs", "horovodrun -np {workers}, per-worker batch {per_worker_batch}, {train_size} images: "
+             "steps per epoch on each worker?", {"train_size": 60_000, "per_worker_batch": 32, "workers": 4},
+             "integer", "one epoch = one pass over the data by all workers together: "
+             "ceil({train_size} / ({per_worker_batch} × {workers}))", _steps),
+    Exercise("03.scaled_lr", "Base learning rate {base_lr} for one worker; linear scaling rule with {workers} "
+             "workers: learning rate?", {"base_lr": 0.001, "workers": 8}, "real",
+             "multiply by the number of workers (hvd.size())", _scaled_lr),
+    Exercise("04.steps_ratio", "Same epochs, {growth}× larger global batch: how many times fewer optimizer "
+             "steps?", {"growth": 8}, "integer", "steps per epoch = data size / global batch", _updates_ratio),
 ]}
 
 
@@ -104,138 +235,4 @@ def check(key: str, answer: Any) -> bool:
         print(f"[{key}] correct.")
         return True
     print(f"[{key}] not yet: {answer!r} is not right. Hint: {exercise.hint}.")
-    return False
-
-
-_KERAS_STEPS = re.compile(r"^\s*(\d+)/(\d+) - ")  # Keras verbose=2: "24/24 - 3s - loss: ..."
-
-
-def _flag(command: list[str], name: str, default: int) -> int:
-    """The int value of ``--name`` in an argument list, else ``default``."""
-    for i, arg in enumerate(command):
-        if arg == name and i + 1 < len(command):
-            return int(command[i + 1])
-        if arg.startswith(name + "="):
-            return int(arg.split("=", 1)[1])
-    return default
-
-
-def steps_shown(run: Any) -> list[int]:
-    """Steps per epoch that rank 0's Keras progress lines (``verbose=2``) report, one per epoch."""
-    from course_lib.runner.runlog import parse_line
-
-    steps = []
-    for line in run.log:
-        rank, _stream, text, _event = parse_line(line)
-        match = _KERAS_STEPS.match(text) if rank == 0 else None
-        if match and match.group(1) == match.group(2):
-            steps.append(int(match.group(1)))
-    return steps
-
-
-def check_horovod_run(run: Any, *, workers: int = 2) -> bool:
-    """Self-check of the coding exercise of notebooks/03_horovod.ipynb: is this a working Horovod run?
-
-    The learner turns ``source_code/keras_fmnist.py`` into a Horovod script and runs it with
-    ``launch.run_horovod(script, workers, [...])``. The check reads only what that run printed,
-    so it holds no answer to copy: every rank reported the same weights digest (the gradients were
-    averaged and the start broadcast), and rank 0's epochs ran
-    ``ceil(train_subset / (batch_size × workers))`` steps (the data was divided among the workers).
-
-    Args:
-        run: The ``RunResult`` of ``course_lib.runner.launch.run_horovod``.
-        workers: The number of workers the run was asked for.
-
-    Returns:
-        True when every property holds; prints what failed and a hint otherwise.
-    """
-    key = "03.horovod_script"
-    if run is None:
-        print(f"[{key}] not run yet — run your script with launch.run_horovod, then this cell.")
-        return False
-    problems = []
-    ranks = sorted(getattr(run, "digests", {}))
-    if ranks != list(range(workers)):
-        problems.append(f"digest lines came from ranks {ranks}, expected {list(range(workers))}: print the "
-                        "digest on every rank, with its own rank (hvd.rank())")
-    elif len(set(run.digests.values())) != 1:
-        problems.append("the ranks ended with DIFFERENT weights: are the gradients averaged "
-                        "(hvd.DistributedOptimizer) and rank 0's start broadcast (BroadcastGlobalVariablesCallback)?")
-    command = [str(arg) for arg in getattr(run, "command", [])]
-    expected = math.ceil(_flag(command, "--train-subset", 60000) / (_flag(command, "--batch-size", 128) * workers))
-    shown = steps_shown(run)
-    if not shown:
-        problems.append("rank 0 printed no Keras progress line ('N/N - ...'): keep verbose=2 on rank 0")
-    elif any(steps != expected for steps in shown):
-        problems.append(f"each epoch ran {shown[0]} steps: is one epoch one pass over the data by ALL workers "
-                        "together (each worker reads its shard and runs 1/size of the steps)?")
-    if problems:
-        print(f"[{key}] not yet:\n- " + "\n- ".join(problems))
-        return False
-    print(f"[{key}] correct: {workers} ranks with identical weights, {shown[0]} steps per epoch each.")
-    return True
-
-
-def check_replica_step(replica_step: Callable[..., Any], strategy: Any, *, seed: int = 0) -> bool:
-    """Self-check of the coding exercise of notebooks/02_mirrored_strategy.ipynb: a custom loop's step.
-
-    ``replica_step(model, optimizer, images, labels)`` is the learner's function, run on every replica
-    by ``strategy.run``. The check trains a small model with it for two steps — a full global batch of
-    32 images, then a partial one of 24 — and the same model on one device with the plain mean loss
-    over the same images. A correct step gives the same weights (float32 rounding aside); dividing by
-    the per-replica batch, or by a fixed global batch at the partial step, or forgetting to apply the
-    gradients, does not. No answer is stored: the reference is computed here, from the same images.
-
-    Args:
-        replica_step: The learner's function.
-        strategy: A ``tf.distribute`` strategy with at least 2 replicas.
-        seed: Seed of the weights and images.
-
-    Returns:
-        True when the two models end with the same weights.
-    """
-    import numpy as np
-    import tensorflow as tf
-
-    key = "02.replica_step"
-    if strategy.num_replicas_in_sync < 2:
-        print(f"[{key}] needs a strategy with at least 2 replicas, got {strategy.num_replicas_in_sync}.")
-        return False
-    rng = np.random.default_rng(seed)
-    images = rng.normal(size=(56, 28, 28, 1)).astype("float32")
-    labels = rng.integers(0, 10, size=56)
-    dataset = tf.data.Dataset.from_tensor_slices((images, labels)).batch(32)
-
-    def small_model() -> Any:
-        init = tf.keras.initializers.GlorotUniform(seed=seed)
-        return tf.keras.Sequential([tf.keras.layers.Flatten(input_shape=(28, 28, 1)),
-                                    tf.keras.layers.Dense(10, kernel_initializer=init)])
-
-    reference = small_model()
-    ref_opt = tf.keras.optimizers.SGD(0.5)
-    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    for x, y in dataset:
-        with tf.GradientTape() as tape:
-            loss = loss_fn(y, reference(x, training=True))
-        ref_opt.apply_gradients(zip(tape.gradient(loss, reference.trainable_variables),
-                                    reference.trainable_variables))
-    with strategy.scope():
-        model = small_model()
-        optimizer = tf.keras.optimizers.SGD(0.5)
-    try:
-        for x, y in strategy.experimental_distribute_dataset(dataset):
-            strategy.run(replica_step, args=(model, optimizer, x, y))
-    except NotImplementedError:
-        print(f"[{key}] not written yet — write my_replica_step in the cell above and run both cells.")
-        return False
-    except Exception as exc:  # the learner's code failed: say how, do not crash the notebook
-        print(f"[{key}] not yet: your step raised {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
-        return False
-    gap = max(float(np.max(np.abs(a - b))) for a, b in zip(model.get_weights(), reference.get_weights()))
-    if gap < 1e-5:
-        print(f"[{key}] correct: two replicas give the weights of one device on the same images.")
-        return True
-    print(f"[{key}] not yet: the weights differ from one device's by up to {gap:.2g}. Hint: divide the sum of "
-          "the per-example losses by the images of this step on ALL replicas (the last step is partial), "
-          "then apply the gradients.")
     return False

@@ -1,0 +1,152 @@
+"""Self-checks of the coding exercises: they read what the learner's own code did, never a stored answer.
+
+``check_horovod_run`` (notebooks/03_horovod.ipynb) reads a Horovod run's output; ``check_replica_step``
+(notebooks/02_mirrored_strategy.ipynb) runs the learner's replica step next to a one-device reference.
+Both are re-exported by :mod:`course_lib.lessons.exercises`, where the notebooks import them.
+
+Introduced in notebooks/02_mirrored_strategy.ipynb.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+__all__ = ["check_horovod_run", "check_replica_step", "steps_shown"]
+
+_KERAS_STEPS = re.compile(r"^\s*(\d+)/(\d+) - ")  # Keras verbose=2: "24/24 - 3s - loss: ..."
+
+
+def _flag(command: list[str], name: str, default: int) -> int:
+    """The int value of ``--name`` in an argument list, else ``default``."""
+    for i, arg in enumerate(command):
+        if arg == name and i + 1 < len(command):
+            return int(command[i + 1])
+        if arg.startswith(name + "="):
+            return int(arg.split("=", 1)[1])
+    return default
+
+
+def steps_shown(run: Any) -> list[int]:
+    """Steps per epoch that rank 0's Keras progress lines (``verbose=2``) report, one per epoch."""
+    from course_lib.runner.runlog import parse_line
+
+    steps = []
+    for line in run.log:
+        rank, _stream, text, _event = parse_line(line)
+        match = _KERAS_STEPS.match(text) if rank == 0 else None
+        if match and match.group(1) == match.group(2):
+            steps.append(int(match.group(1)))
+    return steps
+
+
+def check_horovod_run(run: Any, *, workers: int = 2) -> bool:
+    """Self-check of the coding exercise of notebooks/03_horovod.ipynb: is this a working Horovod run?
+
+    The learner turns ``source_code/keras_fmnist.py`` into a Horovod script and runs it with
+    ``launch.run_horovod(script, workers, [...])``. The check reads only what that run printed,
+    so it holds no answer to copy: every rank reported the same weights digest (the gradients were
+    averaged and the start broadcast), and rank 0's epochs ran
+    ``ceil(train_subset / (batch_size × workers))`` steps (the data was divided among the workers), as
+    ``course_lib.training.epochs.epoch_arithmetic`` counts them.
+
+    Args:
+        run: The ``RunResult`` of ``course_lib.runner.launch.run_horovod``.
+        workers: The number of workers the run was asked for.
+
+    Returns:
+        True when every property holds; prints what failed and a hint otherwise.
+    """
+    from course_lib.training.epochs import epoch_arithmetic
+
+    key = "03.horovod_script"
+    if run is None:
+        print(f"[{key}] not run yet — run your script with launch.run_horovod, then this cell.")
+        return False
+    problems = []
+    ranks = sorted(getattr(run, "digests", {}))
+    if ranks != list(range(workers)):
+        problems.append(f"digest lines came from ranks {ranks}, expected {list(range(workers))}: print the "
+                        "digest on every rank, with its own rank (hvd.rank())")
+    elif len(set(run.digests.values())) != 1:
+        problems.append("the ranks ended with DIFFERENT weights: are the gradients averaged "
+                        "(hvd.DistributedOptimizer) and rank 0's start broadcast (BroadcastGlobalVariablesCallback)?")
+    command = [str(arg) for arg in getattr(run, "command", [])]
+    expected = epoch_arithmetic(_flag(command, "--train-subset", 60000), _flag(command, "--batch-size", 128),
+                                workers)["steps_per_epoch"]
+    shown = steps_shown(run)
+    if not shown:
+        problems.append("rank 0 printed no Keras progress line ('N/N - ...'): keep verbose=2 on rank 0")
+    elif any(steps != expected for steps in shown):
+        problems.append(f"each epoch ran {shown[0]} steps: is one epoch one pass over the data by ALL workers "
+                        "together (each worker reads its shard and runs 1/size of the steps)?")
+    if problems:
+        print(f"[{key}] not yet:\n- " + "\n- ".join(problems))
+        return False
+    print(f"[{key}] correct: {workers} ranks with identical weights, {shown[0]} steps per epoch each.")
+    return True
+
+
+def check_replica_step(replica_step: Callable[..., Any], strategy: Any, *, seed: int = 0) -> bool:
+    """Self-check of the coding exercise of notebooks/02_mirrored_strategy.ipynb: a custom loop's step.
+
+    ``replica_step(model, optimizer, images, labels)`` is the learner's function, run on every replica
+    by ``strategy.run``. The check trains a small model with it for two steps — a full global batch of
+    32 images, then a partial one of 24 — and the same model on one device with the plain mean loss
+    over the same images. A correct step gives the same weights (float32 rounding aside); dividing by
+    the per-replica batch, or by a fixed global batch at the partial step, or forgetting to apply the
+    gradients, does not. No answer is stored: the reference is computed here, from the same images.
+
+    Args:
+        replica_step: The learner's function.
+        strategy: A ``tf.distribute`` strategy with at least 2 replicas.
+        seed: Seed of the weights and images.
+
+    Returns:
+        True when the two models end with the same weights.
+    """
+    import numpy as np
+    import tensorflow as tf
+
+    key = "02.replica_step"
+    if strategy.num_replicas_in_sync < 2:
+        print(f"[{key}] needs a strategy with at least 2 replicas, got {strategy.num_replicas_in_sync}.")
+        return False
+    rng = np.random.default_rng(seed)
+    images = rng.normal(size=(56, 28, 28, 1)).astype("float32")
+    labels = rng.integers(0, 10, size=56)
+    dataset = tf.data.Dataset.from_tensor_slices((images, labels)).batch(32)
+
+    def small_model() -> Any:
+        init = tf.keras.initializers.GlorotUniform(seed=seed)
+        return tf.keras.Sequential([tf.keras.layers.Flatten(input_shape=(28, 28, 1)),
+                                    tf.keras.layers.Dense(10, kernel_initializer=init)])
+
+    reference = small_model()
+    ref_opt = tf.keras.optimizers.SGD(0.5)
+    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    for x, y in dataset:
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, reference(x, training=True))
+        ref_opt.apply_gradients(zip(tape.gradient(loss, reference.trainable_variables),
+                                    reference.trainable_variables))
+    with strategy.scope():
+        model = small_model()
+        optimizer = tf.keras.optimizers.SGD(0.5)
+    try:
+        for x, y in strategy.experimental_distribute_dataset(dataset):
+            strategy.run(replica_step, args=(model, optimizer, x, y))
+    except NotImplementedError:
+        print(f"[{key}] not written yet — write my_replica_step in the cell above and run both cells.")
+        return False
+    except Exception as exc:  # the learner's code failed: say how, do not crash the notebook
+        print(f"[{key}] not yet: your step raised {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+        return False
+    gap = max(float(np.max(np.abs(a - b))) for a, b in zip(model.get_weights(), reference.get_weights()))
+    if gap < 1e-5:
+        print(f"[{key}] correct: two replicas give the weights of one device on the same images.")
+        return True
+    print(f"[{key}] not yet: the weights differ from one device's by up to {gap:.2g}. Hint: divide the sum of "
+          "the per-example losses by the images of this step on ALL replicas (the last step is partial), "
+          "then apply the gradients.")
+    return False
