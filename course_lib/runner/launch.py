@@ -32,10 +32,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from course_lib.runner.execute import RunFailedError, RunStoppedError, RunTimeoutError, execute
 from course_lib.runner.preflight import (
     CONTROLLERS, LaunchError, available_slots, check_common, check_env, check_hosts, check_mpirun,
     check_script, check_strings, find_horovodrun, gpu_count)
-from course_lib.runner.runlog import RunResult, parse_line
+from course_lib.runner.runlog import RunResult
 from course_lib.runner.slots import SlotsBusyError, total_slots
 
 __all__ = [
@@ -43,36 +44,8 @@ __all__ = [
     "available_slots", "find_horovodrun", "build_horovod_command", "run_horovod", "run_python",
 ]
 
-_TAIL_LINES = 15
 _LOCAL_HOSTS = ("localhost", "127.0.0.1")
 _THREADS_FLAG = "--threads-per-worker"
-
-
-class RunFailedError(RuntimeError):
-    """A run ended with a non-zero status (or was ended by the launcher).
-
-    Attributes:
-        returncode: Exit status of ``horovodrun`` / ``python``.
-        rank: The rank that failed first, when it can be told; else ``None``.
-        tail: The last lines of that rank's output (or of the whole log).
-        result: The :class:`RunResult` with everything collected up to the end.
-    """
-
-    def __init__(self, message: str, *, returncode: int | None, rank: int | None, tail: str,
-                 result: RunResult | None) -> None:
-        super().__init__(message)
-        self.returncode = returncode
-        self.rank = rank
-        self.tail = tail
-        self.result = result
-
-
-class RunTimeoutError(RunFailedError):
-    """The run exceeded its ``timeout`` and all its processes were ended."""
-
-
-class RunStoppedError(RunFailedError):
-    """The run was stopped on request (``stop_event`` set) and all its processes were ended."""
 
 
 def build_horovod_command(horovodrun: str, num_workers: int, python: str, script: Path,
@@ -89,100 +62,6 @@ def build_horovod_command(horovodrun: str, num_workers: int, python: str, script
     if hosts is not None:
         command += ["-H", hosts]
     return command + list(extra_horovodrun_args) + [python, str(script)] + list(script_args)
-
-
-def _make_printer(output: Any) -> Callable[[str, str], None]:
-    """A ``printer(line, stream)`` that shows stderr lines on stderr (a notebook shows them in red)."""
-    if output is None:
-        return lambda line, stream: print(line, flush=True,
-                                          file=sys.stderr if stream == "stderr" else sys.stdout)
-    if hasattr(output, "append_stdout"):
-        return lambda line, stream: (output.append_stderr if stream == "stderr"
-                                     else output.append_stdout)(line + "\n")
-    return lambda line, stream: output(line)
-
-
-def _execute(command: list[str], *, horovod: bool, show: str, output: Any, env: Mapping | None,
-             cwd: Any, timeout: float | None, check: bool, stop_event: threading.Event | None,
-             on_event: Callable[[dict], None] | None, grace_s: Sequence[float],
-             clock: Callable[[], float], slots: int = 0, total_slots: int | None = None,
-             wait_for_slots: bool = True, script: str = "?",
-             workers: int = 0) -> RunResult:
-    """Hold ``slots`` machine-wide slots (0: none), then stream ``command`` under a watchdog."""
-    from course_lib.runner import slots as slot_files
-    full_env = dict(os.environ)
-    full_env.update(env or {})
-    full_env.setdefault("PYTHONUNBUFFERED", "1")  # otherwise lines arrive only at exit
-    result = RunResult(command=list(command))
-    printer = _make_printer(output)
-    grant = None
-    if slots:
-        total = total_slots if total_slots is not None else slot_files.total_slots(available_slots())
-        try:
-            grant = slot_files.acquire(
-                min(slots, total), total=total, script=script, workers=workers or slots,
-                timeout_s=timeout, wait=wait_for_slots, stop_event=stop_event,
-                notify=lambda message: printer(message, "stderr"))
-        except slot_files.SlotWaitCancelled:
-            raise RunStoppedError("run was stopped while it waited for slots (nothing was "
-                                  "launched)", returncode=None, rank=None, tail="",
-                                  result=result) from None
-    try:
-        return _stream(command, result, printer, horovod=horovod, show=show, env=full_env,
-                       cwd=cwd, timeout=timeout, check=check, stop_event=stop_event,
-                       on_event=on_event, grace_s=grace_s, clock=clock,
-                       hold_fds=grant.fds if grant else ())
-    finally:
-        if grant is not None:
-            grant.release()
-
-
-def _stream(command: list[str], result: RunResult, printer: Callable[[str, str], None], *,
-            horovod: bool, show: str, env: dict, cwd: Any, timeout: float | None, check: bool,
-            stop_event: threading.Event | None, on_event: Callable[[dict], None] | None,
-            grace_s: Sequence[float], clock: Callable[[], float],
-            hold_fds: Sequence[int]) -> RunResult:
-    from course_lib.runner.processes import stream_command
-
-    def on_line(line: str, pipe: str) -> None:
-        rank, stream, text, event = parse_line(line, horovod=horovod)
-        if pipe == "stderr" and (rank is None or not horovod):
-            stream = "stderr"  # an unprefixed line's stream is the pipe it came through
-        result.add_line(line, rank, stream, text, event)
-        if show == "all" or rank is None or (show == "rank0" and rank == 0):
-            printer(line if show == "all" else text, stream)
-        if event is not None and on_event is not None:
-            on_event(event)
-
-    outcome = stream_command(command, on_line, env=env, cwd=cwd, timeout=timeout,
-                             stop_event=stop_event, grace_s=grace_s, clock=clock,
-                             hold_fds=hold_fds)
-    result.returncode = outcome.returncode
-    result.duration_s = outcome.duration_s
-    result.pids = outcome.pids
-    what = "horovodrun" if horovod else "python"
-    if outcome.reason == "timeout":
-        rank, tail = result.failure_tail(_TAIL_LINES)
-        raise RunTimeoutError(
-            f"{what} run exceeded timeout={timeout} s and was ended (no process of it is left); "
-            f"raise timeout= or shorten the run. Last lines:\n{tail}",
-            returncode=outcome.returncode, rank=None, tail=tail, result=result)
-    if outcome.reason == "stopped":
-        rank, tail = result.failure_tail(_TAIL_LINES)
-        raise RunStoppedError(f"{what} run was stopped on request (no process of it is left)",
-                              returncode=outcome.returncode, rank=None, tail=tail, result=result)
-    if check and outcome.returncode != 0:
-        rank, tail = result.failure_tail(_TAIL_LINES)
-        if not horovod:
-            rank, who, source = None, "", "its output"
-        elif rank is None:
-            who, source = " (no rank could be blamed)", "the log"
-        else:
-            who, source = f": rank {rank} failed", f"rank {rank}"
-        raise RunFailedError(
-            f"{what} exited with status {outcome.returncode}{who}. Last lines of {source}:\n{tail}",
-            returncode=outcome.returncode, rank=rank, tail=tail, result=result)
-    return result
 
 
 def run_horovod(script: str | os.PathLike[str], num_workers: int, script_args: Sequence[str] = (),
@@ -273,10 +152,10 @@ def run_horovod(script: str | os.PathLike[str], num_workers: int, script_args: S
             args = args + [_THREADS_FLAG, str(threads)]
     command = build_horovod_command(horovodrun, num_workers, exe, path, args, hosts, controller,
                                     extra)
-    return _execute(command, horovod=True, show=show, output=output, env=env, cwd=cwd,
-                    timeout=timeout, check=check, stop_event=stop_event, on_event=on_event,
-                    grace_s=grace_s, clock=clock, slots=granted, total_slots=machine_slots,
-                    wait_for_slots=wait_for_slots, script=path.name, workers=num_workers)
+    return execute(command, horovod=True, show=show, output=output, env=env, cwd=cwd,
+                   timeout=timeout, check=check, stop_event=stop_event, on_event=on_event,
+                   grace_s=grace_s, clock=clock, slots=granted, total_slots=machine_slots,
+                   wait_for_slots=wait_for_slots, script=path.name, workers=num_workers)
 
 
 def _accepts_threads_flag(script: Path) -> bool:
@@ -320,8 +199,8 @@ def run_python(script: str | os.PathLike[str], script_args: Sequence[str] = (), 
     if isinstance(slots, bool) or not isinstance(slots, int) or slots < 0:
         raise LaunchError(f"slots={slots!r} must be an int >= 0 (machine-wide slots to hold)")
     machine_slots = total_slots(available_slots())
-    return _execute([exe, str(path)] + args, horovod=False, show="all", output=output, env=env,
-                    cwd=cwd, timeout=timeout, check=check, stop_event=stop_event,
-                    on_event=on_event, grace_s=grace_s, clock=clock,
-                    slots=min(slots, machine_slots), total_slots=machine_slots,
-                    wait_for_slots=wait_for_slots, script=path.name, workers=1)
+    return execute([exe, str(path)] + args, horovod=False, show="all", output=output, env=env,
+                   cwd=cwd, timeout=timeout, check=check, stop_event=stop_event,
+                   on_event=on_event, grace_s=grace_s, clock=clock,
+                   slots=min(slots, machine_slots), total_slots=machine_slots,
+                   wait_for_slots=wait_for_slots, script=path.name, workers=1)

@@ -11,9 +11,9 @@
 
 Fault drills (kill a worker mid-epoch, read the group sizes) are in :mod:`course_lib.runner.faults`.
 
-All of them stream, time out, stop and clean up through :mod:`course_lib.runner.launch` (the
-same zero-orphan guarantee) and check their input before anything starts. The port, host and
-worker-range checks live here for now; they belong in :mod:`course_lib.runner.preflight`.
+All of them stream, time out, stop and clean up through :func:`course_lib.runner.execute.execute`
+(the glue of ``run_horovod``: the same zero-orphan guarantee) and check their input before anything
+starts, with the port, host and worker-range checks of :mod:`course_lib.runner.preflight`.
 
 Introduced in notebooks/06_beyond_one_machine.ipynb.
 """
@@ -29,10 +29,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from course_lib.runner import launch
+from course_lib.runner.execute import RunFailedError, execute
 from course_lib.runner.preflight import (
-    LaunchError, check_common, check_hosts, check_mpirun, check_script, check_strings,
-    find_horovodrun)
+    LaunchError, check_common, check_hosts, check_int, check_mpirun, check_ports, check_script,
+    check_strings, check_worker_range, find_horovodrun)
 from course_lib.runner.runlog import RunResult
 from course_lib.runner.supervise import SPEC_VAR
 
@@ -44,55 +44,9 @@ DISCOVERY_SCRIPT = Path(__file__).resolve().parents[2] / "cluster" / "discover_h
 LOCAL_HOSTS = "localhost:1,127.0.0.1:1"  # one machine under two names (Horovod's own tests)
 
 
-def _int(name: str, value: Any, low: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise LaunchError(f"{name}={value!r} must be an int >= {low}")
-    return value
-
-
-def check_worker_range(num_workers: int, min_workers: int, max_workers: int,
-                       slots: int | None = None) -> None:
-    """Check ``1 <= min_workers <= num_workers <= max_workers (<= slots)``.
-
-    Raises:
-        LaunchError: Naming the values that break the order and how to fix them.
-    """
-    for name, value in (("num_workers", num_workers), ("min_workers", min_workers),
-                        ("max_workers", max_workers)):
-        _int(name, value)
-    if not min_workers <= num_workers <= max_workers:
-        raise LaunchError(f"need min_workers <= num_workers <= max_workers, got {min_workers} <= "
-                          f"{num_workers} <= {max_workers}; e.g. min 1, start 2, max 2")
-    if slots is not None and max_workers > slots:
-        raise LaunchError(f"max_workers={max_workers} exceeds the {slots} slots of the host list; "
-                          "add hosts or slots, or lower max_workers")
-
-
-def check_ports(ports: Sequence[int], host: str = "localhost") -> list[int]:
-    """Check that ``ports`` are distinct, valid and free on ``host``.
-
-    Raises:
-        LaunchError: A port out of range, repeated, or in use (the message names it).
-    """
-    out = []
-    for port in ports:
-        if isinstance(port, bool) or not isinstance(port, int) or not 1024 <= port <= 65535:
-            raise LaunchError(f"port {port!r} must be an int in 1024..65535")
-        if port in out:
-            raise LaunchError(f"port {port} appears twice in {list(ports)}; give each worker its own")
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            try:
-                sock.bind((host, port))
-            except OSError:
-                raise LaunchError(f"port {port} on {host} is in use (another run still going?); "
-                                  "pick another or pass ports=None to choose free ones") from None
-        out.append(port)
-    return out
-
-
 def free_ports(count: int, host: str = "localhost") -> list[int]:
     """``count`` distinct ports that are free right now (the OS picks them)."""
-    socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(_int("count", count))]
+    socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(check_int("count", count))]
     try:
         for sock in socks:
             sock.bind((host, 0))
@@ -138,10 +92,10 @@ def build_mpirun_command(python: str, script: Path, script_args: Sequence[str], 
 
 
 def _run(command: list[str], env: Mapping[str, str] | None, what: str, **kw: Any) -> RunResult:
-    """Stream, parse and clean up through the launcher's own glue (``launch._execute``)."""
+    """Stream, parse and clean up through the launchers' shared glue (:func:`execute`)."""
     try:
-        return launch._execute(command, horovod=True, env=env, **kw)
-    except launch.RunFailedError as exc:
+        return execute(command, horovod=True, env=env, **kw)
+    except RunFailedError as exc:
         if what != "horovodrun" and exc.args:  # the launcher names horovodrun; say what ran
             exc.args = (str(exc.args[0]).replace("horovodrun", what, 1),) + exc.args[1:]
         raise
@@ -190,11 +144,11 @@ def run_elastic(script: str | os.PathLike[str], script_args: Sequence[str] = (),
         raise LaunchError(f"discovery_script {str(discovery)!r} is not an executable file; "
                           f"chmod +x it or use the course's {DISCOVERY_SCRIPT}")
     if cooldown_range is not None:
-        low, high = (_int("cooldown_range[0]", cooldown_range[0]),
-                     _int("cooldown_range[1]", cooldown_range[1]))
+        low, high = (check_int("cooldown_range[0]", cooldown_range[0]),
+                     check_int("cooldown_range[1]", cooldown_range[1]))
         if high < low:
             raise LaunchError(f"cooldown_range={cooldown_range!r} must be (low, high) with low <= high")
-    _int("elastic_timeout", elastic_timeout)
+    check_int("elastic_timeout", elastic_timeout)
     command = build_elastic_command(
         find_horovodrun(exe), exe, path, args, num_workers=num_workers, min_workers=min_workers,
         max_workers=max_workers, discovery_script=discovery.resolve(),
@@ -267,7 +221,7 @@ def run_multiworker(script: str | os.PathLike[str], script_args: Sequence[str] =
     Raises:
         LaunchError: A port in use or repeated, a bad ``num_workers``, or no ``timeout``.
     """
-    _int("num_workers", num_workers)
+    check_int("num_workers", num_workers)
     ports = free_ports(num_workers) if ports is None else check_ports(list(ports))
     if len(ports) != num_workers:
         raise LaunchError(f"{len(ports)} ports for {num_workers} workers; give one port each")
@@ -292,7 +246,7 @@ def run_mpirun(script: str | os.PathLike[str], script_args: Sequence[str] = (), 
                        python)
     path = check_script(script, kwargs.get("cwd"))
     args = check_strings("script_args", script_args)
-    hosts = hosts if hosts is not None else f"localhost:{_int('num_workers', num_workers)}"
+    hosts = hosts if hosts is not None else f"localhost:{check_int('num_workers', num_workers)}"
     if num_workers > check_hosts(hosts):
         raise LaunchError(f"num_workers={num_workers} exceeds the slots of hosts={hosts!r}")
     env = dict(kwargs.pop("env", None) or {})

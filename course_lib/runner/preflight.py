@@ -1,8 +1,8 @@
-"""Checks made before anything is launched: inputs, slots, horovodrun, mpirun.
+"""Checks made before anything is launched: inputs, slots, horovodrun, mpirun, ports, worker ranges.
 
 Every check raises :class:`LaunchError` with one message that says what is wrong and how to fix
 it. Used by :mod:`course_lib.runner.launch`, which re-exports ``LaunchError``, ``available_slots`` and
-``find_horovodrun``.
+``find_horovodrun``, and by :mod:`course_lib.runner.multiworker` (ports, elastic worker ranges).
 
 Introduced in notebooks/03_horovod.ipynb.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -18,7 +19,8 @@ from typing import Any, Mapping, Sequence
 from course_lib.training.devices import cpu_cores, gpu_names
 
 __all__ = ["LaunchError", "available_slots", "find_horovodrun", "gpu_count", "check_hosts",
-           "check_script", "check_strings", "check_env", "check_common", "check_mpirun", "CONTROLLERS"]
+           "check_script", "check_strings", "check_env", "check_common", "check_mpirun", "check_int",
+           "check_worker_range", "check_ports", "CONTROLLERS"]
 
 CONTROLLERS = ("gloo", "mpi", None)
 _SHOW = ("rank0", "all", "none")
@@ -201,3 +203,58 @@ def check_mpirun(env: dict[str, str]) -> None:
         raise LaunchError("controller='mpi' needs Open MPI's mpirun, which is not on PATH; "
                           "install it (apt-get install openmpi-bin, then rebuild Horovod) or "
                           "use controller='gloo'")
+
+
+def check_int(name: str, value: Any, low: int = 1) -> int:
+    """Check that ``value`` is an int (not a bool) >= ``low``; return it.
+
+    Raises:
+        LaunchError: Naming the argument and the bound.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise LaunchError(f"{name}={value!r} must be an int >= {low}")
+    return value
+
+
+def check_worker_range(num_workers: int, min_workers: int, max_workers: int,
+                       slots: int | None = None) -> None:
+    """Check ``1 <= min_workers <= num_workers <= max_workers (<= slots)``.
+
+    Introduced in notebooks/06_beyond_one_machine.ipynb.
+
+    Raises:
+        LaunchError: Naming the values that break the order and how to fix them.
+    """
+    for name, value in (("num_workers", num_workers), ("min_workers", min_workers),
+                        ("max_workers", max_workers)):
+        check_int(name, value)
+    if not min_workers <= num_workers <= max_workers:
+        raise LaunchError(f"need min_workers <= num_workers <= max_workers, got {min_workers} <= "
+                          f"{num_workers} <= {max_workers}; e.g. min 1, start 2, max 2")
+    if slots is not None and max_workers > slots:
+        raise LaunchError(f"max_workers={max_workers} exceeds the {slots} slots of the host list; "
+                          "add hosts or slots, or lower max_workers")
+
+
+def check_ports(ports: Sequence[int], host: str = "localhost") -> list[int]:
+    """Check that ``ports`` are distinct, valid and free on ``host``.
+
+    Introduced in notebooks/06_beyond_one_machine.ipynb.
+
+    Raises:
+        LaunchError: A port out of range, repeated, or in use (the message names it).
+    """
+    out = []
+    for port in ports:
+        if isinstance(port, bool) or not isinstance(port, int) or not 1024 <= port <= 65535:
+            raise LaunchError(f"port {port!r} must be an int in 1024..65535")
+        if port in out:
+            raise LaunchError(f"port {port} appears twice in {list(ports)}; give each worker its own")
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                raise LaunchError(f"port {port} on {host} is in use (another run still going?); "
+                                  "pick another or pass ports=None to choose free ones") from None
+        out.append(port)
+    return out

@@ -15,6 +15,8 @@ not starved by small ones. While it waits, a message says its position, who hold
 (user, pid, script, workers, for how long) and an estimate. With ``wait=False`` it raises
 :class:`SlotsBusyError` naming the holders instead.
 
+The slot files themselves (folder, locks, holders) are read in :mod:`course_lib.runner.slot_files`.
+
 Introduced in notebooks/03_horovod.ipynb.
 """
 
@@ -32,12 +34,11 @@ from pathlib import Path
 from typing import Callable
 
 from course_lib.runner.preflight import LaunchError
+from course_lib.runner.slot_files import (
+    DEFAULT_DIR, Holder, holders, live_tickets, open_lock, slots_dir, try_lock)
 
 __all__ = ["SlotsBusyError", "SlotWaitCancelled", "Holder", "SlotGrant", "slots_dir",
-           "total_slots", "holders", "acquire"]
-
-DEFAULT_DIR = "/tmp/course-slots"
-
+           "total_slots", "holders", "acquire", "DEFAULT_DIR"]
 
 class SlotsBusyError(LaunchError):
     """The slots asked for are held by other runs and the caller asked not to wait."""
@@ -45,24 +46,6 @@ class SlotsBusyError(LaunchError):
 
 class SlotWaitCancelled(RuntimeError):
     """A launch waiting for slots was stopped (its ``stop_event`` was set)."""
-
-
-@dataclass
-class Holder:
-    """Who holds one slot (read from the slot file while it is locked)."""
-
-    slot: int
-    user: str = "?"
-    pid: int = 0
-    script: str = "?"
-    workers: int = 0
-    started: float = 0.0
-    timeout_s: float | None = None
-
-    def describe(self, now: float) -> str:
-        """e.g. ``"alice (pid 4242, horovod_fmnist.py, 2 workers, running 35 s)"``."""
-        return (f"{self.user} (pid {self.pid}, {self.script}, {self.workers} worker"
-                f"{'s' if self.workers != 1 else ''}, running {max(0.0, now - self.started):.0f} s)")
 
 
 @dataclass
@@ -98,24 +81,6 @@ class SlotGrant:
         self.release()
 
 
-def slots_dir() -> Path:
-    """The shared folder of slot files: ``$COURSE_SLOTS_DIR`` or ``/tmp/course-slots``
-    (created with mode 1777 when missing)."""
-    path = Path(os.environ.get("COURSE_SLOTS_DIR") or DEFAULT_DIR)
-    if not path.is_dir():
-        path.mkdir(parents=True, exist_ok=True)
-        try:
-            os.chmod(path, 0o1777)
-        except OSError:
-            pass
-    (path / "queue").mkdir(exist_ok=True)
-    try:
-        os.chmod(path / "queue", 0o1777)
-    except OSError:
-        pass
-    return path
-
-
 def total_slots(default: int) -> int:
     """``$COURSE_SLOTS`` (a positive int) if set, else ``default`` (the machine's GPUs or cores).
 
@@ -131,76 +96,6 @@ def total_slots(default: int) -> int:
     return int(raw)
 
 
-def _open(path: Path) -> int:
-    """Open (create, mode 0666) a lock file; read-only if another user's file is not writable."""
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    except PermissionError:
-        return os.open(path, os.O_RDONLY)
-    try:
-        os.fchmod(fd, 0o666)
-    except OSError:
-        pass
-    return fd
-
-
-def _try_lock(fd: int) -> bool:
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except BlockingIOError:
-        return False
-
-
-def _read_holder(path: Path, slot: int) -> Holder:
-    try:
-        info = json.loads(path.read_text() or "{}")
-        return Holder(slot=slot, **{k: info[k] for k in
-                                    ("user", "pid", "script", "workers", "started", "timeout_s")
-                                    if k in info})
-    except (OSError, ValueError, TypeError):
-        return Holder(slot=slot)
-
-
-def holders(total: int, directory: Path | None = None) -> list[Holder]:
-    """The slots among the first ``total`` that are held now, with their holders."""
-    folder = directory or slots_dir()
-    found = []
-    for slot in range(total):
-        path = folder / f"slot-{slot:02d}.lock"
-        if not path.exists():
-            continue
-        fd = _open(path)
-        try:
-            if _try_lock(fd):
-                continue  # free (our probe lock is dropped by the close below)
-            found.append(_read_holder(path, slot))
-        finally:
-            os.close(fd)
-    return found
-
-
-def _live_tickets(queue_dir: Path) -> list[Path]:
-    """Queue tickets whose waiter is alive (its lock is held), oldest first."""
-    live = []
-    for ticket in sorted(queue_dir.glob("t-*")):
-        try:
-            fd = os.open(ticket, os.O_RDONLY)
-        except OSError:
-            continue
-        try:
-            if not _try_lock(fd):
-                live.append(ticket)
-            else:  # its waiter died: clean up if we may
-                try:
-                    ticket.unlink()
-                except OSError:
-                    pass
-        finally:
-            os.close(fd)
-    return live
-
-
 def _take(count: int, total: int, folder: Path, info: dict) -> tuple[list[int], list[int]]:
     """Lock ``count`` free slots (all or none); write ``info`` into each."""
     slots: list[int] = []
@@ -208,8 +103,8 @@ def _take(count: int, total: int, folder: Path, info: dict) -> tuple[list[int], 
     for slot in range(total):
         if len(slots) == count:
             break
-        fd = _open(folder / f"slot-{slot:02d}.lock")
-        if _try_lock(fd):
+        fd = open_lock(folder / f"slot-{slot:02d}.lock")
+        if try_lock(fd):
             slots.append(slot)
             fds.append(fd)
         else:
@@ -262,14 +157,14 @@ def acquire(count: int, *, total: int, script: str = "?", workers: int = 0,
     folder = directory or slots_dir()
     info = {"user": getpass.getuser(), "pid": os.getpid(), "script": script,
             "workers": workers, "started": time.time(), "timeout_s": timeout_s}
-    mutex = _open(folder / "mutex.lock")
+    mutex = open_lock(folder / "mutex.lock")
     ticket_fd, ticket = None, None
     started, last_message = time.monotonic(), None
     try:
         while True:
             fcntl.flock(mutex, fcntl.LOCK_EX)
             try:
-                line = _live_tickets(folder / "queue")
+                line = live_tickets(folder / "queue")
                 ahead = line[:line.index(ticket)] if ticket is not None and ticket in line else line
                 if not ahead:
                     info["started"] = time.time()
@@ -289,7 +184,7 @@ def acquire(count: int, *, total: int, script: str = "?", workers: int = 0,
                     "their owners to stop")
             if ticket is None:  # join the line: lock first, then make the ticket visible
                 tmp = folder / "queue" / f".new-{uuid.uuid4().hex}"
-                ticket_fd = _open(tmp)
+                ticket_fd = open_lock(tmp)
                 fcntl.flock(ticket_fd, fcntl.LOCK_EX)
                 ticket = folder / "queue" / f"t-{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
                 os.rename(tmp, ticket)

@@ -1,0 +1,173 @@
+"""Run one command for the launcher: hold its machine-wide slots, stream it, collect, clean up.
+
+This is the glue shared by every launcher (:mod:`course_lib.runner.launch`'s ``run_horovod`` and
+``run_python``, :mod:`course_lib.runner.multiworker`'s elastic, ``mpirun`` and multi-process runs):
+``execute`` holds the run's slots (:mod:`course_lib.runner.slots`), streams every line through
+:func:`course_lib.runner.processes.stream_command` under the watchdog, shows each line on the stream
+it was written to (with or without rank prefixes), collects the JSON lines into a
+:class:`RunResult`, and turns a non-zero exit, a timeout or a stop request into one of the errors
+below, each carrying the failing rank's last lines.
+
+Introduced in notebooks/03_horovod.ipynb.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from typing import Any, Callable, Mapping, Sequence
+
+from course_lib.runner.preflight import available_slots
+from course_lib.runner.runlog import RunResult, parse_line
+
+__all__ = ["RunFailedError", "RunTimeoutError", "RunStoppedError", "execute", "make_printer"]
+
+TAIL_LINES = 15
+
+
+class RunFailedError(RuntimeError):
+    """A run ended with a non-zero status (or was ended by the launcher).
+
+    Attributes:
+        returncode: Exit status of ``horovodrun`` / ``python``.
+        rank: The rank that failed first, when it can be told; else ``None``.
+        tail: The last lines of that rank's output (or of the whole log).
+        result: The :class:`RunResult` with everything collected up to the end.
+    """
+
+    def __init__(self, message: str, *, returncode: int | None, rank: int | None, tail: str,
+                 result: RunResult | None) -> None:
+        super().__init__(message)
+        self.returncode = returncode
+        self.rank = rank
+        self.tail = tail
+        self.result = result
+
+
+class RunTimeoutError(RunFailedError):
+    """The run exceeded its ``timeout`` and all its processes were ended."""
+
+
+class RunStoppedError(RunFailedError):
+    """The run was stopped on request (``stop_event`` set) and all its processes were ended."""
+
+
+def make_printer(output: Any) -> Callable[[str, str], None]:
+    """A ``printer(line, stream)`` that shows stderr lines on stderr (a notebook shows them in red)."""
+    if output is None:
+        return lambda line, stream: print(line, flush=True,
+                                          file=sys.stderr if stream == "stderr" else sys.stdout)
+    if hasattr(output, "append_stdout"):
+        return lambda line, stream: (output.append_stderr if stream == "stderr"
+                                     else output.append_stdout)(line + "\n")
+    return lambda line, stream: output(line)
+
+
+def execute(command: list[str], *, horovod: bool, show: str = "all", output: Any = None,
+            env: Mapping[str, str] | None = None, cwd: Any = None, timeout: float | None = None,
+            check: bool = True, stop_event: threading.Event | None = None,
+            on_event: Callable[[dict], None] | None = None, grace_s: Sequence[float] = (3.0, 3.0),
+            clock: Callable[[], float] = time.monotonic, slots: int = 0,
+            total_slots: int | None = None, wait_for_slots: bool = True, script: str = "?",
+            workers: int = 0) -> RunResult:
+    """Hold ``slots`` machine-wide slots (0: none), then stream ``command`` under a watchdog.
+
+    The inputs are not checked here: the public launchers check them first (they call this once
+    everything is known to be valid).
+
+    Args:
+        command: The argument list to start (``horovodrun``, ``mpirun`` or ``python``).
+        horovod: Lines carry rank prefixes (``[1]<stdout>:``) to parse; else all are rank 0.
+        show: ``"rank0"``, ``"all"`` (lines as they are) or ``"none"``; unprefixed lines always.
+        output: ``None`` (print), an ``ipywidgets.Output``, or a callable taking one line.
+        env: Extra environment variables (added to the current environment).
+        cwd, timeout, check, stop_event, on_event, grace_s, clock, wait_for_slots: As in
+            :func:`course_lib.runner.launch.run_horovod`.
+        slots: Machine-wide slots to hold while the run lives (0: none).
+        total_slots: The machine's slots (``None``: asked from :mod:`course_lib.runner.slots`).
+        script, workers: What the slot files say about the holder.
+
+    Returns:
+        The :class:`RunResult`.
+
+    Raises:
+        RunFailedError: Non-zero exit (with ``check``). RunTimeoutError: ``timeout`` expired.
+        RunStoppedError: ``stop_event`` was set (also while waiting for slots).
+    """
+    from course_lib.runner import slots as slot_files
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    full_env.setdefault("PYTHONUNBUFFERED", "1")  # otherwise lines arrive only at exit
+    result = RunResult(command=list(command))
+    printer = make_printer(output)
+    grant = None
+    if slots:
+        total = total_slots if total_slots is not None else slot_files.total_slots(available_slots())
+        try:
+            grant = slot_files.acquire(
+                min(slots, total), total=total, script=script, workers=workers or slots,
+                timeout_s=timeout, wait=wait_for_slots, stop_event=stop_event,
+                notify=lambda message: printer(message, "stderr"))
+        except slot_files.SlotWaitCancelled:
+            raise RunStoppedError("run was stopped while it waited for slots (nothing was "
+                                  "launched)", returncode=None, rank=None, tail="",
+                                  result=result) from None
+    try:
+        return _stream(command, result, printer, horovod=horovod, show=show, env=full_env,
+                       cwd=cwd, timeout=timeout, check=check, stop_event=stop_event,
+                       on_event=on_event, grace_s=grace_s, clock=clock,
+                       hold_fds=grant.fds if grant else ())
+    finally:
+        if grant is not None:
+            grant.release()
+
+
+def _stream(command: list[str], result: RunResult, printer: Callable[[str, str], None], *,
+            horovod: bool, show: str, env: dict, cwd: Any, timeout: float | None, check: bool,
+            stop_event: threading.Event | None, on_event: Callable[[dict], None] | None,
+            grace_s: Sequence[float], clock: Callable[[], float],
+            hold_fds: Sequence[int]) -> RunResult:
+    """Stream ``command``, fill ``result``, and raise on a timeout, a stop or a failure."""
+    from course_lib.runner.processes import stream_command
+
+    def on_line(line: str, pipe: str) -> None:
+        rank, stream, text, event = parse_line(line, horovod=horovod)
+        if pipe == "stderr" and (rank is None or not horovod):
+            stream = "stderr"  # an unprefixed line's stream is the pipe it came through
+        result.add_line(line, rank, stream, text, event)
+        if show == "all" or rank is None or (show == "rank0" and rank == 0):
+            printer(line if show == "all" else text, stream)
+        if event is not None and on_event is not None:
+            on_event(event)
+
+    outcome = stream_command(command, on_line, env=env, cwd=cwd, timeout=timeout,
+                             stop_event=stop_event, grace_s=grace_s, clock=clock,
+                             hold_fds=hold_fds)
+    result.returncode = outcome.returncode
+    result.duration_s = outcome.duration_s
+    result.pids = outcome.pids
+    what = "horovodrun" if horovod else "python"
+    if outcome.reason == "timeout":
+        rank, tail = result.failure_tail(TAIL_LINES)
+        raise RunTimeoutError(
+            f"{what} run exceeded timeout={timeout} s and was ended (no process of it is left); "
+            f"raise timeout= or shorten the run. Last lines:\n{tail}",
+            returncode=outcome.returncode, rank=None, tail=tail, result=result)
+    if outcome.reason == "stopped":
+        rank, tail = result.failure_tail(TAIL_LINES)
+        raise RunStoppedError(f"{what} run was stopped on request (no process of it is left)",
+                              returncode=outcome.returncode, rank=None, tail=tail, result=result)
+    if check and outcome.returncode != 0:
+        rank, tail = result.failure_tail(TAIL_LINES)
+        if not horovod:
+            rank, who, source = None, "", "its output"
+        elif rank is None:
+            who, source = " (no rank could be blamed)", "the log"
+        else:
+            who, source = f": rank {rank} failed", f"rank {rank}"
+        raise RunFailedError(
+            f"{what} exited with status {outcome.returncode}{who}. Last lines of {source}:\n{tail}",
+            returncode=outcome.returncode, rank=rank, tail=tail, result=result)
+    return result
