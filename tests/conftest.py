@@ -9,6 +9,10 @@ test with the remedy. Any other skip also fails, unless its reason starts with o
 :data:`ALLOWED_SKIPS` (only what this machine cannot have, such as a GPU). To leave a group of
 tests out on purpose, deselect it (``make test-unit`` runs ``-m "not horovod and not browser"``):
 deselected tests are counted in pytest's summary, never reported as passed.
+
+No leftover processes: every test module, and the session as a whole, must end without leaving an
+MPI daemon (orted/prted), an mpirun/horovodrun, a watchdog or a course script running
+(:mod:`leftovers`); the check fails naming the module that left them.
 """
 
 from __future__ import annotations
@@ -17,12 +21,21 @@ import importlib.util
 import os
 import shutil
 import sys
+import warnings
 from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import leftovers  # noqa: E402  (tests/leftovers.py, next to this file)
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# A process that calls hvd.init() without a launcher (in-process tests such as test_accumulation's,
+# or a script run with plain `python`) is an MPI "singleton": Open MPI 4 then forks an `orted` daemon
+# that lives as long as that process -- for an in-process init, until the end of the whole pytest
+# session, which the leftover check below reports. Isolated singletons start no daemon.
+os.environ.setdefault("OMPI_MCA_ess_singleton_isolated", "1")
 
 
 def _load(source: str, home) -> object:
@@ -136,3 +149,56 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
     report = yield
     _fail_unless_allowed(report)
     return report
+
+
+# ----------------------------------------------------------------- no leftover processes
+_SESSION: dict[str, object] = {}
+
+
+def _session_start() -> None:
+    if "before" not in _SESSION:
+        _SESSION["marker"] = leftovers.session_marker()
+        _SESSION["before"] = leftovers.snapshot()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Mark this session's processes (an environment variable its children inherit) and note
+    which launch-related processes were already running."""
+    _session_start()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_leftover_processes(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail the module that leaves an MPI daemon, a launcher, a watchdog or a course script
+    running (only this session's processes count; the machine is shared)."""
+    _session_start()
+    before = leftovers.snapshot()
+    yield
+    found = leftovers.new_since(before, str(_SESSION["marker"]))
+    ours = [item for item in found if item.ours]
+    for item in found:
+        if not item.ours:
+            warnings.warn(pytest.PytestWarning(
+                f"{request.module.__name__}: an orphaned MPI daemon of unknown origin appeared "
+                f"(not marked as this session's; maybe another run on this machine): "
+                f"{item.describe()}"), stacklevel=1)
+    if ours:
+        pytest.fail(f"{request.module.__name__} left {len(ours)} process(es) running: "
+                    + "; ".join(item.describe() for item in ours)
+                    + ". Every launch must end all its processes (runner.watchdog / "
+                    "processes.terminate); find the test that started them.", pytrace=False)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the session if any of its launch-related processes is still alive at its end."""
+    if "before" not in _SESSION:
+        return
+    found = [item for item in leftovers.new_since(_SESSION["before"], str(_SESSION["marker"]),  # type: ignore[arg-type]
+                                                   settle_s=5.0) if item.ours]
+    if found:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        message = ("the test session left process(es) running: "
+                   + "; ".join(item.describe() for item in found))
+        if reporter is not None:
+            reporter.write_line("LEFTOVER PROCESSES: " + message, red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
