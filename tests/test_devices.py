@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from course_lib.training import devices
+from course_lib.training import devices, hardware
 
 
 def run_python(code: str, tmp_path, timeout: int = 300) -> dict:
@@ -145,7 +145,7 @@ def test_plan_workers_from_fake_nvidia_smi(tmp_path, monkeypatch, gpus, cores, w
                                            oversubscribe):
     lines = "".join(f"echo 'GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i})'\n" for i in range(gpus))
     _fake_nvidia_smi(tmp_path, lines or "exit 0", monkeypatch)
-    monkeypatch.setattr(devices, "cpu_cores", lambda: cores)
+    monkeypatch.setattr(hardware, "cpu_cores", lambda: cores)
     plan = devices.plan_workers()
     assert (plan.gpus, plan.workers, plan.share_gpu, plan.oversubscribe) == (gpus, workers, share,
                                                                               oversubscribe)
@@ -168,3 +168,69 @@ def test_plan_workers_agrees_with_the_launcher_slots(monkeypatch):
 def test_plan_workers_rejects_bad_input(kwargs):
     with pytest.raises(ValueError, match="must be"):
         devices.plan_workers(**{"gpus": 0, "cores": 2, **kwargs})
+
+
+# Every machine-dependent choice, for machines of 1, 2, 4 and 16 cores with 0, 1, 2 and 8 GPUs.
+CORES = (1, 2, 4, 16)
+GPUS = (0, 1, 2, 8)
+
+
+@pytest.mark.parametrize("cores", CORES)
+@pytest.mark.parametrize("gpus", GPUS)
+def test_plan_workers_for_every_machine_shape(gpus, cores):
+    plan = devices.plan_workers(gpus, cores)
+    expected_workers = {0: 2, 1: 2, 2: 2, 8: 8}[gpus]          # at least 2, one per GPU, at most 8
+    slots = gpus or cores
+    assert plan.workers == expected_workers
+    assert plan.oversubscribe == (expected_workers > slots)
+    assert plan.share_gpu == (gpus == 1)
+    assert plan.full_data == (gpus > 0)
+    assert plan.ideal_efficiency == pytest.approx(min(expected_workers, slots) / expected_workers)
+    assert (plan.ideal_efficiency == 0.5) == (expected_workers > slots)   # 2 workers, 1 core or 1 GPU
+    assert str(gpus or cores) in plan.text                      # the sentence names this machine
+
+
+@pytest.mark.parametrize("cores, local_size, threads", [
+    (1, 1, 1), (1, 2, 1), (2, 1, 2), (2, 2, 1), (4, 2, 2), (4, 3, 1), (16, 2, 8), (16, 8, 2), (16, 32, 1),
+])
+def test_cores_per_worker_shares_the_cores(cores, local_size, threads):
+    assert devices.cores_per_worker(local_size, cores) == threads
+
+
+def test_cores_per_worker_defaults_to_this_machine(monkeypatch):
+    for cores in CORES:
+        monkeypatch.setattr(hardware, "cpu_cores", lambda c=cores: c)
+        assert devices.cores_per_worker(2) == max(1, cores // 2)
+
+
+@pytest.mark.parametrize("bad", [dict(local_size=0), dict(local_size=True), dict(local_size=2, cores=0)])
+def test_cores_per_worker_rejects_bad_input(bad):
+    with pytest.raises(ValueError, match="must be an int"):
+        devices.cores_per_worker(**bad)
+
+
+@pytest.mark.parametrize("gpus", [1, 2, 8])
+def test_gpu_for_rank_pins_one_gpu_per_local_rank(gpus):
+    pinned = [devices.gpu_for_rank(rank, gpus) for rank in range(8)]
+    assert pinned[:gpus] == list(range(gpus))                  # one worker per GPU first
+    assert pinned == [rank % gpus for rank in range(8)]         # then they share
+    with pytest.raises(ValueError):
+        devices.gpu_for_rank(0, 0)
+
+
+@pytest.mark.parametrize("gpus, kind, simulated, ideal", [
+    (0, "cpu", True, 0.5), (1, "gpu", True, 0.5), (2, "gpu", False, 1.0), (8, "gpu", False, 1.0)])
+def test_mirrored_layout_for_every_gpu_count(gpus, kind, simulated, ideal):
+    assert devices.mirrored_layout(2, gpus) == (kind, simulated, ideal)
+    assert devices.mirrored_layout(1, gpus)[1:] == (False, 1.0)    # one replica is never simulated
+
+
+@pytest.mark.parametrize("cores", CORES)
+@pytest.mark.parametrize("gpus", GPUS)
+def test_machine_facts_are_printed_on_masked_lines(gpus, cores):
+    names = ["NVIDIA H100 80GB HBM3"] * gpus
+    line = devices.machine_line(names, cores)
+    assert line.startswith("machine: ") and "\n" not in line and f"{cores} CPU core" in line
+    report = devices.DeviceReport(names, cores, ["/cpu:0", "/cpu:1"], True, 1024 if gpus else None)
+    assert all(row.startswith("machine: ") for row in report.text(prefix="machine: ").splitlines())
+    assert report.text(prefix="machine: ").replace("machine: ", "") == report.text()

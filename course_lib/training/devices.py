@@ -1,20 +1,21 @@
-"""What hardware is really there, simulated devices, and per-worker pinning.
+"""TensorFlow's devices: simulated devices, per-worker pinning, and what is real or simulated.
 
 On a machine with one GPU (or none) the course still shows data parallelism by splitting the
 GPU into virtual GPUs or the CPU into logical CPUs. TensorFlow only accepts that split before it
 initialises its devices, so :func:`simulate_devices` must run before anything else uses
-TensorFlow; importing this module does not import TensorFlow.
+TensorFlow; importing this module does not import TensorFlow. What the machine has (cores, GPUs)
+and the choices that depend on it live in :mod:`course_lib.training.hardware`; they are re-exported
+here, so ``devices.cpu_cores()`` and ``devices.plan_workers()`` keep working.
 
 Introduced in notebooks/00_setup.ipynb.
 """
 
 from __future__ import annotations
 
-import os
-import re
-import shutil
-import subprocess
 from dataclasses import dataclass, field
+
+from course_lib.training.hardware import (WorkerPlan, cores_per_worker, cpu_cores, gpu_for_rank,
+                                          gpu_names, machine_line, mirrored_layout, plan_workers)
 
 __all__ = [
     "DeviceError",
@@ -29,11 +30,13 @@ __all__ = [
     "configure_worker",
     "WorkerPlan",
     "plan_workers",
+    "machine_line",
+    "gpu_for_rank",
+    "mirrored_layout",
 ]
 
 _RESTART_HINT = ("restart the kernel (Kernel ▸ Restart) and call simulate_devices before anything "
                  "else uses TensorFlow")
-_GPU_LINE = re.compile(r"^GPU\s+(\d+):\s*(.+?)\s*(?:\(UUID:.*\))?\s*$")
 
 # (kind, names, memory_limit_mb) of the last successful simulate_devices call in this process.
 _simulated: tuple[str, list[str], int | None] | None = None
@@ -45,42 +48,6 @@ class DeviceError(RuntimeError):
 
 class DevicesAlreadyInitializedError(DeviceError):
     """TensorFlow already initialised its devices; they can no longer be split or pinned."""
-
-
-def cpu_cores() -> int:
-    """CPU cores this process may run on (affinity mask, else ``os.cpu_count()``)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
-
-
-def gpu_names(*, timeout_s: float = 10.0) -> list[str]:
-    """Names of the physical NVIDIA GPUs, from ``nvidia-smi -L`` (TensorFlow is not imported).
-
-    Args:
-        timeout_s: Give up on ``nvidia-smi`` after this many seconds.
-
-    Returns:
-        e.g. ``["NVIDIA H100 80GB HBM3"]``, in GPU index order; ``[]`` when ``nvidia-smi`` is
-        missing, fails or times out.
-    """
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
-        return []
-    try:
-        proc = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=timeout_s,
-                              check=False)
-    except (OSError, subprocess.SubprocessError):
-        return []
-    if proc.returncode != 0:
-        return []
-    found = []
-    for line in proc.stdout.splitlines():
-        match = _GPU_LINE.match(line.strip())
-        if match:
-            found.append((int(match.group(1)), match.group(2)))
-    return [name for _, name in sorted(found)]
 
 
 def _check_n(n: object) -> int:
@@ -151,8 +118,13 @@ class DeviceReport:
     simulated: bool = False
     memory_limit_mb: int | None = None
 
-    def text(self) -> str:
-        """A plain multi-line statement of the hardware, real and simulated."""
+    def text(self, prefix: str = "") -> str:
+        """A plain multi-line statement of the hardware, real and simulated.
+
+        Args:
+            prefix: Put in front of every line; notebooks pass ``"machine: "`` so that nbval masks
+                these machine-dependent lines (notebooks/sanitize.cfg).
+        """
         n = len(self.logical_devices)
         lines = []
         if not self.physical_gpus:
@@ -175,7 +147,7 @@ class DeviceReport:
                              f"scales, not how {n} real GPUs would.")
             else:
                 lines.append("All devices are real: nothing is simulated.")
-        return "\n".join(lines)
+        return "\n".join(prefix + line for line in lines)
 
 
 def describe() -> DeviceReport:
@@ -194,20 +166,6 @@ def describe() -> DeviceReport:
         return DeviceReport(gpus, cpu_cores(), list(names), True, memory)
     logical = ["/cpu:0"] + [f"/gpu:{i}" for i in range(len(gpus))]
     return DeviceReport(gpus, cpu_cores(), logical, False, None)
-
-
-def cores_per_worker(local_size: int) -> int:
-    """CPU threads each of ``local_size`` workers on one host gets: ``max(1, cores // local_size)``.
-
-    Args:
-        local_size: Workers on this host (``hvd.local_size()``), >= 1.
-
-    Returns:
-        The share of this machine's cores (:func:`cpu_cores`), at least 1.
-    """
-    if isinstance(local_size, bool) or not isinstance(local_size, int) or local_size < 1:
-        raise ValueError(f"local_size must be an int >= 1, got {local_size!r}")
-    return max(1, cpu_cores() // local_size)
 
 
 def set_cpu_threads(threads: int) -> None:
@@ -262,7 +220,7 @@ def configure_worker(local_rank: int, *, threads_per_worker: int | None = None,
     gpus = tf.config.list_physical_devices("GPU")
     try:
         if gpus:
-            gpu = gpus[local_rank % len(gpus)]  # more workers than GPUs share them (plan_workers)
+            gpu = gpus[gpu_for_rank(local_rank, len(gpus))]  # more workers than GPUs share them
             tf.config.set_visible_devices(gpu, "GPU")
             tf.config.experimental.set_memory_growth(gpu, True)  # so that sharers both fit
             return "/gpu:0"
@@ -275,80 +233,3 @@ def configure_worker(local_rank: int, *, threads_per_worker: int | None = None,
             f"configure_worker must run before TensorFlow initialises its devices ({exc}); call it "
             "right after hvd.init(), before building datasets or models."
         ) from exc
-
-
-@dataclass(frozen=True)
-class WorkerPlan:
-    """How many Horovod workers a lesson starts on this machine, and what that means.
-
-    Attributes:
-        workers: Processes of the lesson's multi-worker runs (its 1-worker runs are the baseline).
-        gpus: Physical GPUs found.
-        cpu_cores: CPU cores this process may use.
-        share_gpu: More workers than GPUs: they share GPUs (each with memory growth), so the
-            run shows the code working, not a speed-up.
-        oversubscribe: More workers than the launcher's slots (GPUs, else cores); pass it to
-            ``run_horovod(..., oversubscribe=...)``.
-        full_data: Train on the full data set (GPUs) rather than a CPU-sized subset.
-        text: One plain sentence for the learner.
-    """
-
-    workers: int
-    gpus: int
-    cpu_cores: int
-    share_gpu: bool
-    oversubscribe: bool
-    full_data: bool
-    text: str
-
-
-def plan_workers(gpus: int | None = None, cores: int | None = None, *, at_least: int = 2,
-                 at_most: int = 8) -> WorkerPlan:
-    """Decide how many Horovod workers a lesson runs: one per GPU, at least ``at_least``.
-
-    - 0 GPUs: ``at_least`` CPU processes (one thread each); oversubscribed when the machine has
-      fewer cores than that.
-    - 1 GPU (the most common learner set-up): ``at_least`` workers share the one GPU, each with
-      memory growth: the code and its output are those of a multi-GPU run, its timing is not.
-    - N >= 2 GPUs: one worker per GPU, up to ``at_most``.
-
-    Args:
-        gpus: Physical GPUs; ``None`` asks ``nvidia-smi`` (:func:`gpu_names`).
-        cores: CPU cores; ``None`` uses :func:`cpu_cores`.
-        at_least: Fewest workers of a multi-worker run (>= 2: one worker is not data parallel).
-        at_most: Most workers (>= ``at_least``).
-
-    Returns:
-        A :class:`WorkerPlan`.
-
-    Raises:
-        ValueError: Negative counts, ``at_least < 2`` or ``at_most < at_least``.
-
-    Introduced in notebooks/03_horovod.ipynb.
-    """
-    gpus = len(gpu_names()) if gpus is None else gpus
-    cores = cpu_cores() if cores is None else cores
-    for name, value in (("gpus", gpus), ("cores", cores)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{name} must be an int >= 0, got {value!r}")
-    if isinstance(at_least, bool) or not isinstance(at_least, int) or at_least < 2:
-        raise ValueError(f"at_least must be an int >= 2 (one worker is not data parallel), got {at_least!r}")
-    if not isinstance(at_most, int) or at_most < at_least:
-        raise ValueError(f"at_most must be an int >= at_least={at_least}, got {at_most!r}")
-    cores = max(1, cores)
-    workers = min(max(at_least, gpus), at_most)
-    slots = gpus or cores
-    share_gpu = 0 < gpus < workers
-    if gpus == 0:
-        text = (f"No GPU: {workers} workers run as CPU processes with one thread each "
-                f"on this machine's {cores} core{'s' if cores != 1 else ''}"
-                + (" (more workers than cores: they take turns, so timings are pessimistic)."
-                   if workers > cores else "."))
-    elif share_gpu:
-        text = (f"{gpus} GPU{'s' if gpus != 1 else ''}: {workers} workers share "
-                f"{'it' if gpus == 1 else 'them'} (each with memory growth), so the runs show the "
-                "code and its output exactly as on more GPUs, but not a speed-up: "
-                "the workers take turns on the same chip.")
-    else:
-        text = f"{gpus} GPUs: {workers} workers, one per GPU."
-    return WorkerPlan(workers, gpus, cores, share_gpu, workers > slots, gpus > 0, text)

@@ -1,0 +1,78 @@
+"""How a notebook shows a measured value: in a form nbval masks, next to a verdict nbval compares.
+
+A throughput or an efficiency changes from run to run; what the learner is taught must not. The
+course therefore prints a measured number with its unit or with the measured sign ``≈``
+(notebooks/sanitize.cfg masks both), and next to it a deterministic verdict: the measured interval
+against a threshold, which can come out ``True``, ``False`` or ``cannot tell`` (the interval
+contains the threshold). The decision itself is :func:`course_lib.lessons.ablation.decide`.
+
+Introduced in notebooks/01_data_parallelism.ipynb.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable
+
+from course_lib.lessons.ablation import decide
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas
+
+__all__ = ["MEASURED_SIGN", "approx", "measured_view", "at_least"]
+
+#: The sign in front of a measured number without a unit; notebooks/sanitize.cfg masks what follows it.
+MEASURED_SIGN = "≈"
+
+
+def approx(value: float, digits: int = 2) -> str:
+    """``value`` as a measured number, e.g. ``approx(0.5234) == "≈0.52"``.
+
+    Args:
+        value: The measured number.
+        digits: Decimals shown.
+    """
+    return f"{MEASURED_SIGN}{value:.{digits}f}"
+
+
+def measured_view(table: "pandas.DataFrame", columns: Iterable[str], digits: int = 2) -> "pandas.DataFrame":
+    """A copy of ``table`` for display, with the measured ``columns`` written as ``≈`` numbers.
+
+    Args:
+        table: Any table (its other columns are shown as they are: they are compared).
+        columns: Columns that hold measured values (throughputs, efficiencies, their intervals).
+        digits: Decimals shown in those columns.
+
+    Returns:
+        A new DataFrame; ``table`` is unchanged.
+
+    Raises:
+        KeyError: A column that ``table`` does not have.
+    """
+    view = table.copy()
+    for column in columns:
+        if column not in view.columns:
+            raise KeyError(f"no column {column!r} in the table; it has {list(view.columns)}")
+        view[column] = [approx(float(v), digits) for v in view[column]]
+    return view
+
+
+def at_least(value: float, half_width: float, threshold: float) -> str:
+    """Verdict "the measured value is at least ``threshold``", decided with its 95 % interval.
+
+    Args:
+        value: The measured value (a mean or a median).
+        half_width: Half the width of its 95 % interval (0 for an exact value).
+        threshold: The level that the verdict asks about.
+
+    Returns:
+        ``"True"`` when the whole interval ``value ± half_width`` lies at or above the threshold,
+        ``"False"`` when it lies below, ``"cannot tell"`` when it contains the threshold.
+
+    Raises:
+        ValueError: A negative ``half_width``.
+    """
+    if half_width < 0:
+        raise ValueError(f"half_width must be >= 0, got {half_width!r}")
+    if value - half_width == threshold:
+        return "True"
+    return {"above": "True", "below": "False", "cannot tell": "cannot tell"}[decide(value, half_width, threshold)]

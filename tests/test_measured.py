@@ -1,0 +1,47 @@
+"""Tests of course_lib.lessons.measured: masked forms and verdicts that can come out False."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from course_lib.lessons import measured
+from tests.test_sanitize import sanitize
+
+
+def test_approx_is_masked_but_its_neighbours_are_not():
+    assert measured.approx(0.5234) == "≈0.52"
+    assert sanitize(f"efficiency {measured.approx(0.52)}") == sanitize(f"efficiency {measured.approx(1.13)}")
+    assert sanitize("efficiency ≈0.52, threshold 0.25") != sanitize("efficiency ≈0.52, threshold 0.01")
+
+
+def test_measured_view_formats_only_the_measured_columns():
+    table = pd.DataFrame({"devices": [1, 2], "global_batch": [64, 128], "efficiency": [1.0, 0.5234]})
+    view = measured.measured_view(table, ["efficiency"])
+    assert list(view["efficiency"]) == ["≈1.00", "≈0.52"]
+    assert list(view["global_batch"]) == [64, 128] and table["efficiency"].iloc[1] == 0.5234
+    other = measured.measured_view(table.assign(efficiency=[1.0, 0.9]), ["efficiency"])
+    assert sanitize(view.to_string()) == sanitize(other.to_string())          # a measured column is masked
+    assert sanitize(view.to_html()) == sanitize(other.to_html())
+    changed = measured.measured_view(table.assign(global_batch=[64, 256]), ["efficiency"])
+    assert sanitize(view.to_string()) != sanitize(changed.to_string())        # a deterministic one is not
+    with pytest.raises(KeyError, match="no column 'speedup'"):
+        measured.measured_view(table, ["speedup"])
+
+
+@pytest.mark.parametrize("value, half, threshold, verdict", [
+    (0.52, 0.04, 0.25, "True"),
+    (0.20, 0.04, 0.25, "False"),
+    (0.27, 0.04, 0.25, "cannot tell"),
+    (0.25, 0.0, 0.25, "True"),            # an exact value on the threshold is at least the threshold
+    (0.2499, 0.0, 0.25, "False"),
+    (908.0, 503.0, 0.0, "True"),
+    (-77.4, 174.0, 0.0, "cannot tell"),
+])
+def test_at_least_decides_with_the_interval(value, half, threshold, verdict):
+    assert measured.at_least(value, half, threshold) == verdict
+
+
+def test_at_least_rejects_a_negative_interval():
+    with pytest.raises(ValueError, match="half_width"):
+        measured.at_least(1.0, -0.1, 0.5)
