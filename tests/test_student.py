@@ -1,0 +1,226 @@
+"""The learner edition (``make student`` = tools/student.py): solutions out, notebooks still pass nbval.
+
+How the learner notebooks are proved to pass strict nbval without running the whole suite twice (about
+10 minutes each): ``test_learner_00_setup_passes_strict_nbval`` runs nbval on ONE learner notebook
+(00_setup, about 30 s on a quiet machine) from the learner tree, with the learner tree's ``course_lib``
+first on the path; ``test_learner_notebooks_equal_the_sources_but_for_solutions`` proves every other
+learner notebook equals its source notebook cell for cell (source, outputs, tags) except the cells the tool
+removed, stubbed or cleared, so the main nbval run of notebooks/ covers them. The tool's tags are
+tried on a small fixture notebook, which is executed, converted and validated with nbval too.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import os
+import subprocess
+import sys
+import tokenize
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("student", ROOT / "tools" / "student.py")
+student = importlib.util.module_from_spec(_spec)
+sys.modules["student"] = student
+_spec.loader.exec_module(student)
+
+SOLUTIONS = ROOT / "instructor" / "solutions"
+TEXT_SUFFIXES = {".py", ".ipynb", ".md", ".txt", ".json", ".yml", ".yaml", ".toml", ".sh", ".cfg", ""}
+
+
+def _code(source: str, tags: list[str] | None = None) -> nbformat.NotebookNode:
+    cell = nbformat.v4.new_code_cell(source)
+    if tags:
+        cell.metadata["tags"] = tags
+    return cell
+
+
+def fixture_notebook() -> nbformat.NotebookNode:
+    """A tiny exercise notebook using every marking of tools/student.py."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# Fixture\n\nYou will add two numbers."),
+        nbformat.v4.new_markdown_cell("Instructor note: the answer is 42.", metadata={"tags": ["instructor"]}),
+        _code("answer = None  # your answer"),
+        _code("answer = 6 * 7  # SECRET-SOLUTION-LINE", ["solution"]),
+        _code('print("not answered yet" if answer is None else ("correct" if answer == 42 else "no"))',
+              ["solution-output"]),
+        _code("def add(a, b):\n    ### BEGIN SOLUTION\n    return a + b  # SECRET-CODE-LINE\n    ### END SOLUTION\n"
+              "\nprint(add(2, 3))"),
+        _code('print("self-check kept")'),
+    ]
+    return nb
+
+
+def test_tags_remove_clear_and_stub() -> None:
+    source = fixture_notebook()
+    learner, changes = student.learner_notebook(source)
+    assert changes.removed == [1, 3] and changes.cleared == [4] and changes.stubbed == [5]
+    text = nbformat.writes(learner)
+    assert "SECRET" not in text and "the answer is 42" not in text
+    stub = learner.cells[3]
+    assert stub.source.splitlines()[1] == "    " + student.STUB
+    assert "raises-exception" in stub.metadata["tags"] and stub.outputs == [] and stub.execution_count is None
+    assert [c.source for c in learner.cells][-1] == 'print("self-check kept")'
+    assert len(source.cells) == 7, "the source notebook must be left unchanged"
+
+
+@pytest.mark.parametrize("body", ["### BEGIN SOLUTION\nx = 1\n", "x = 1\n### END SOLUTION\n",
+                                  "### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION\n"])
+def test_unbalanced_markers_are_one_clear_error(body: str) -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [_code("y = 0"), _code(body)]
+    with pytest.raises(ValueError, match=r"cell 1: .*SOLUTION"):
+        student.learner_notebook(nb)
+
+
+def _nbval(notebook: Path, cwd: Path, env: dict[str, str], timeout: int) -> subprocess.CompletedProcess:
+    ini = cwd / "nbval-pytest.ini"  # an empty ini: the learner tree has no test configuration of its own
+    ini.write_text("[pytest]\n")
+    cmd = [sys.executable, "-m", "pytest", "-c", str(ini), "--rootdir", str(cwd), "-p", "no:cacheprovider",
+           "-q", "--nbval", "--nbval-current-env", f"--nbval-sanitize-with={ROOT / 'notebooks' / 'sanitize.cfg'}",
+           str(notebook)]
+    try:
+        return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    finally:
+        ini.unlink()
+
+
+def test_fixture_learner_edition_passes_strict_nbval(tmp_path: Path) -> None:
+    """Executed with its solution, converted, the learner notebook still passes nbval (stub raises, and the
+    cleared self-check is run but not compared)."""
+    source = fixture_notebook()
+    NotebookClient(source, timeout=60, kernel_name="python3", allow_errors=False).execute()
+    assert source.cells[4].outputs[0]["text"] == "correct\n"
+    learner, _ = student.learner_notebook(source)
+    path = tmp_path / "fixture.ipynb"
+    nbformat.write(learner, path)
+    done = _nbval(path, tmp_path, dict(os.environ), timeout=120)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "4 passed" in done.stdout, done.stdout[-1000:]
+
+
+@pytest.fixture(scope="module")
+def edition(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dest = tmp_path_factory.mktemp("student") / "course"
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "student.py"), "--out", str(dest)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return dest
+
+
+def test_out_may_not_replace_the_course() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "student.py"), "--out", str(ROOT)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "would replace the course folder" in done.stderr
+    assert (ROOT / "tests").is_dir()
+
+
+def test_edition_holds_the_learner_files_only(edition: Path) -> None:
+    dest = edition
+    top = sorted(p.name for p in dest.iterdir())
+    assert top == ["Makefile", "README.md", "course_lib", "docs", "environment.yml", "notebooks", "pyproject.toml",
+                   "requirements", "source_code", "tools"]
+    every = [p.relative_to(dest).as_posix() for p in dest.rglob("*")]
+    assert not [p for p in every if "instructor" in p or p.startswith("tests") or "__pycache__" in p]
+    assert sorted(p.name for p in (dest / "notebooks").iterdir()) == sorted(
+        p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    assert (dest / "source_code" / "horovod_fmnist.py").is_file()
+    assert (dest / "course_lib" / "__main__.py").is_file()
+
+
+def _secret_strings() -> list[str]:
+    """Distinctive strings of instructor/solutions, whitespace-normalised: each solution function's body as a
+    whole (docstring left out) and its docstring, each comment of the working (3+ words with a number), and each
+    stored answer written as the dict entry it is (``"00.steps": 235``).
+
+    Single lines of 02's coding solution (``with tf.GradientTape() as tape:``) also appear in the lesson that
+    the exercise asks learners to adapt (02's custom training loop): that is the lesson, not a leak, so lines
+    alone are not searched for; the finished function is.
+    """
+    secrets: list[str] = []
+    for path in SOLUTIONS.rglob("*.py"):
+        text = path.read_text()
+        lines = text.splitlines()
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef):
+                body = node.body
+                doc = ast.get_docstring(node)
+                if doc:
+                    secrets.append(doc)
+                    body = body[1:]
+                code = [line.split("  #")[0] for line in lines[body[0].lineno - 1:body[-1].end_lineno]]
+                secrets.append("\n".join(code))
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict):
+                for key, value in zip(node.value.keys, node.value.values):
+                    if isinstance(key, ast.Constant) and isinstance(value, ast.Constant):
+                        secrets.append(f'"{key.value}": {value.value!r}')
+        with path.open() as handle:
+            secrets += [tok.string.lstrip("# ") for tok in tokenize.generate_tokens(handle.readline)
+                        if tok.type == tokenize.COMMENT and len(tok.string.split()) >= 4
+                        and any(ch.isdigit() for ch in tok.string)]
+    assert len(secrets) >= 20, "instructor/solutions changed shape: update _secret_strings"
+    return [" ".join(s.split()) for s in secrets]
+
+
+def _readable(path: Path) -> str:
+    """A file's text as a learner reads it (a notebook's cell sources and outputs), whitespace-normalised."""
+    if path.suffix == ".ipynb":
+        nb = nbformat.read(path, as_version=4)
+        parts = [c.source for c in nb.cells]
+        parts += [str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", ""))
+                  for c in nb.cells for o in c.get("outputs", [])]
+        text = "\n".join(parts)
+    else:
+        text = path.read_text(errors="replace")
+    return " ".join(text.split())
+
+
+def test_no_solution_string_in_the_edition(edition: Path) -> None:
+    dest = edition
+    secrets = _secret_strings()
+    found = []
+    for path in dest.rglob("*"):
+        if path.is_file() and path.suffix in TEXT_SUFFIXES:
+            text = _readable(path)
+            found += [f"{path.relative_to(dest)}: {s}" for s in secrets if s in text]
+    assert not found, "solution text in the learner edition:\n" + "\n".join(found)
+
+
+def _comparable(cell: nbformat.NotebookNode) -> dict:
+    return {"type": cell.cell_type, "source": cell.source, "tags": cell.get("metadata", {}).get("tags", []),
+            "outputs": cell.get("outputs"), "count": cell.get("execution_count")}
+
+
+def test_learner_notebooks_equal_the_sources_but_for_solutions(edition: Path) -> None:
+    dest = edition
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        source = nbformat.read(path, as_version=4)
+        learner = nbformat.read(dest / "notebooks" / path.name, as_version=4)
+        _, changes = student.learner_notebook(source)
+        changed = set(changes.cleared) | set(changes.stubbed)
+        kept = [(i, c) for i, c in enumerate(source.cells) if i not in changes.removed]
+        assert len(kept) == len(learner.cells), path.name
+        for (index, src), out in zip(kept, learner.cells):
+            if index not in changed:
+                assert _comparable(src) == _comparable(out), f"{path.name} cell {index} differs"
+        assert learner.metadata.get("kernelspec", {}).get("name") == "python3"
+
+
+@pytest.mark.slow
+def test_learner_00_setup_passes_strict_nbval(edition: Path) -> None:
+    """00_setup from the learner tree, importing the learner tree's course_lib (PYTHONPATH first)."""
+    dest = edition
+    env = {**os.environ, "PYTHONPATH": str(dest), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    where = subprocess.run([sys.executable, "-c", "import course_lib; print(course_lib.__file__)"],
+                           env=env, cwd=dest / "notebooks", capture_output=True, text=True, timeout=60)
+    assert where.stdout.strip().startswith(str(dest)), where.stdout + where.stderr
+    done = _nbval(dest / "notebooks" / "00_setup.ipynb", dest, env, timeout=600)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert " failed" not in done.stdout and " passed" in done.stdout

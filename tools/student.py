@@ -1,0 +1,264 @@
+"""Build the learner edition of the course (``make student``): ``build/student/``.
+
+Usage::
+
+    .venv/bin/python tools/student.py                    # -> build/student/
+    .venv/bin/python tools/student.py --out /srv/course  # anywhere else
+
+The learner edition holds what a learner needs and nothing an instructor keeps: the notebooks
+(learner version, below), ``course_lib/``, ``source_code/``, the set-up (``tools/setup.sh``,
+``requirements/``, ``pyproject.toml``, ``environment.yml``), ``docs/architecture.md``, a learner
+README and a learner Makefile (``make lab``, ``make doctor``; the data is prepared by set-up with
+``python -m course_lib prepare-data``). It has no ``instructor/``, no ``tests/``, no benchmarks and
+no notebook test configuration.
+
+How a source notebook marks what learners must not see (cell tags, set in JupyterLab's property
+inspector or with ``jupyter nbconvert``; nbgrader's markers are understood too):
+
+``solution``
+    The cell is removed from the learner edition, with its outputs. Put an exercise's worked answer in
+    such a cell right after the learner's placeholder cell (``answer = None``): the source notebook runs
+    both (its self-check then shows the right answer), the learner edition keeps only the placeholder.
+``solution-output``
+    The cell stays, its outputs are cleared and it is marked unexecuted: for a self-check cell whose
+    committed output shows the solved answer. nbval runs an unexecuted cell without comparing its
+    outputs, so the learner edition still passes strict nbval.
+``### BEGIN SOLUTION`` / ``### END SOLUTION`` (nbgrader's ClearSolutions markers, inside a code cell)
+    The lines between the markers are replaced by ``raise NotImplementedError(...)`` at the same
+    indentation, the cell's outputs are cleared, and the cell is tagged ``raises-exception`` (nbval's tag:
+    the learner's stub may raise where the solution did not).
+``instructor``
+    A markdown or code cell of notes for instructors only: removed like ``solution``.
+
+Today the course keeps its solutions in ``instructor/solutions/`` and the notebooks hold only the learner's
+placeholders, so the learner notebooks equal the source notebooks cell for cell; the convention is what a
+notebook author uses to add a worked solution to a notebook. ``tests/test_student.py`` checks the tool on a
+fixture notebook and the real build.
+
+Introduced for docs/instructors.md (issue 18); not part of ``course_lib`` (learners do not need it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import re
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+REMOVED_TAGS = ("solution", "instructor")
+CLEARED_TAG = "solution-output"
+BEGIN = re.compile(r"^(?P<indent>[ \t]*)#+\s*BEGIN SOLUTION\s*$")
+END = re.compile(r"^[ \t]*#+\s*END SOLUTION\s*$")
+STUB = 'raise NotImplementedError("your code here")'
+# What the learner edition copies from the course folder (folders whole, minus caches).
+COPIED = ("course_lib", "source_code", "requirements", "pyproject.toml", "environment.yml",
+          "tools/setup.sh", "tools/jupyterlab-overrides.json", "docs/architecture.md")
+IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".ipynb_checkpoints")
+
+LEARNER_MAKEFILE = """\
+# Hands-on distributed deep learning with TensorFlow -- learner edition.
+#   make lab     set up what the notebooks need, then start JupyterLab (opens notebooks/00_setup.ipynb)
+#   make doctor  check this machine: versions, Horovod, devices, the Fashion-MNIST files
+
+SHELL := /bin/bash
+VENV  ?= .venv
+PY    := $(VENV)/bin/python
+export COURSE_VENV := $(abspath $(VENV))
+export TF_CPP_MIN_LOG_LEVEL ?= 2
+PORT ?= 8888
+
+.PHONY: setup lab doctor
+
+setup:
+\t@COURSE_PROFILE=learner bash tools/setup.sh
+
+lab: setup
+\t$(PY) -m course_lib.environment.lab --port $(PORT)
+
+doctor: setup
+\t@$(PY) -m course_lib doctor
+"""
+
+LEARNER_README = """\
+# Hands-on distributed deep learning with TensorFlow (learner edition)
+
+Jupyter notebooks that teach data-parallel training with `tf.distribute` and Horovod on Fashion-MNIST.
+Every number a notebook shows is measured by the notebook on the machine that runs it.
+
+## Start
+
+```bash
+make lab      # sets up .venv (Python 3.11, TensorFlow 2.15, Horovod 0.28.1) and the data, then starts JupyterLab
+```
+
+Open the URL it prints and start with `notebooks/00_setup.ipynb`; go through the notebooks in order.
+`make doctor` checks this machine and prints one remedy line for anything missing.
+In a classroom, your instructor gives you a URL and a user name instead: you need none of this set-up.
+
+## Exercises
+
+Each notebook ends with exercises. Put your answer in the cell that says `answer = None` (or write the code
+the cell asks for), then run the self-check cell below it: it says whether you are right and gives a hint
+when you are not. The self-checks compute the answer from the course's own functions or from your own run;
+no answer is written down in this folder.
+
+## What is here
+
+| folder | what |
+|---|---|
+| `notebooks/` | the lessons, 00 to 06 |
+| `course_lib/` | the companion package the notebooks call (read it: each helper names its notebook) |
+| `source_code/` | the training scripts that `horovodrun` launches; they run without the notebooks |
+| `docs/architecture.md` | how the pieces fit together |
+| `tools/setup.sh`, `requirements/` | the set-up and the exact versions it installs |
+
+Your own work goes to `runs/` (created when a notebook first writes there).
+"""
+
+
+@dataclass
+class Changes:
+    """What :func:`learner_notebook` did to one notebook (cell indices are the source notebook's)."""
+
+    removed: list[int] = field(default_factory=list)
+    cleared: list[int] = field(default_factory=list)
+    stubbed: list[int] = field(default_factory=list)
+
+
+def _tags(cell: nbformat.NotebookNode) -> list[str]:
+    return list(cell.get("metadata", {}).get("tags", []))
+
+
+def strip_solution(source: str) -> str | None:
+    """``source`` with every BEGIN/END SOLUTION block replaced by a stub, or None when it has none.
+
+    Raises:
+        ValueError: a BEGIN SOLUTION without its END SOLUTION (or the reverse).
+    """
+    out: list[str] = []
+    inside: str | None = None
+    found = False
+    for line in source.splitlines():
+        begin = BEGIN.match(line)
+        if begin:
+            if inside is not None:
+                raise ValueError("BEGIN SOLUTION inside another BEGIN SOLUTION: close the first with END SOLUTION")
+            inside, found = begin.group("indent"), True
+            out.append(inside + STUB)
+        elif END.match(line):
+            if inside is None:
+                raise ValueError("END SOLUTION without BEGIN SOLUTION")
+            inside = None
+        elif inside is None:
+            out.append(line)
+    if inside is not None:
+        raise ValueError("BEGIN SOLUTION without END SOLUTION: add the END SOLUTION line")
+    return "\n".join(out) if found else None
+
+
+def _clear(cell: nbformat.NotebookNode) -> None:
+    cell.outputs = []
+    cell.execution_count = None  # nbval runs an unexecuted reference cell without comparing outputs
+
+
+def learner_notebook(nb: nbformat.NotebookNode) -> tuple[nbformat.NotebookNode, Changes]:
+    """The learner version of a source notebook (see the module docstring for the tags), and what changed.
+
+    Args:
+        nb: a source notebook (left unchanged).
+
+    Returns:
+        The learner notebook and a :class:`Changes` record.
+
+    Raises:
+        ValueError: unbalanced nbgrader markers, with the cell's index.
+    """
+    out = copy.deepcopy(nb)
+    changes = Changes()
+    cells = []
+    for index, cell in enumerate(out.cells):
+        tags = _tags(cell)
+        if any(tag in tags for tag in REMOVED_TAGS):
+            changes.removed.append(index)
+            continue
+        if cell.cell_type == "code":
+            try:
+                stubbed = strip_solution(cell.source)
+            except ValueError as exc:
+                raise ValueError(f"cell {index}: {exc}") from None
+            if stubbed is not None:
+                cell.source = stubbed
+                _clear(cell)
+                if "raises-exception" not in tags:
+                    cell.metadata["tags"] = tags + ["raises-exception"]
+                changes.stubbed.append(index)
+            elif CLEARED_TAG in tags:
+                _clear(cell)
+                changes.cleared.append(index)
+        cells.append(cell)
+    out.cells = cells
+    return out, changes
+
+
+def build(dest: Path, root: Path = ROOT) -> dict[str, Changes]:
+    """Write the learner edition of the course folder ``root`` into ``dest`` (replaced if it exists).
+
+    Args:
+        dest: the output folder (``build/student``); must not be ``root`` itself or hold it.
+        root: the course folder.
+
+    Returns:
+        The changes per notebook name.
+
+    Raises:
+        ValueError: ``dest`` would overwrite the course, or a notebook has unbalanced markers.
+    """
+    dest, root = dest.resolve(), root.resolve()
+    if dest == root or root.is_relative_to(dest):
+        raise ValueError(f"--out {dest} would replace the course folder itself: choose a folder such as "
+                         f"{root / 'build' / 'student'}")
+    if dest.exists():
+        shutil.rmtree(dest)
+    (dest / "notebooks").mkdir(parents=True)
+    for name in COPIED:
+        src, target = root / name, dest / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_dir():
+            shutil.copytree(src, target, ignore=IGNORED)
+        else:
+            shutil.copy2(src, target)
+    report: dict[str, Changes] = {}
+    for path in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        nb, changes = learner_notebook(nbformat.read(path, as_version=4))
+        nbformat.write(nb, dest / "notebooks" / path.name)
+        report[path.name] = changes
+    (dest / "Makefile").write_text(LEARNER_MAKEFILE)
+    (dest / "README.md").write_text(LEARNER_README)
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "build" / "student",
+                        help="output folder (default: build/student)")
+    args = parser.parse_args(argv)
+    try:
+        report = build(args.out)
+    except ValueError as exc:
+        print(f"student: ERROR: {exc}", file=sys.stderr)
+        return 2
+    for name, changes in report.items():
+        print(f"{name}: {len(changes.removed)} cells removed, {len(changes.stubbed)} stubbed, "
+              f"{len(changes.cleared)} outputs cleared")
+    print(f"learner edition written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
