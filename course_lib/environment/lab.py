@@ -3,8 +3,10 @@
 One place builds the command, so the browser tests start exactly the lab a learner gets:
 the course's root folder (so that learners can open ``source_code/`` and ``course_lib/`` next to
 the notebooks, as the notebooks ask them to), opening on ``notebooks/00_setup.ipynb``, with
-``instructor/`` (the exercises' solutions) hidden from the file browser; the venv's ``python3``
-kernel, no browser opened, and no news or update checks (the lab must work on a closed network).
+``instructor/`` (the exercises' solutions) hidden from the file browser AND refused by the server
+(:class:`course_lib.environment.course_contents.CourseContentsManager` answers 404 to a typed
+``/files/instructor/...`` or ``/api/contents/instructor/...``); the venv's ``python3`` kernel, no
+browser opened, and no news or update checks (the lab must work on a closed network).
 
 Introduced in notebooks/00_setup.ipynb (README: "make lab").
 """
@@ -19,14 +21,18 @@ from typing import Sequence
 
 from course_lib.training.files import course_root
 
-__all__ = ["COURSE_DIR", "NOTEBOOKS_DIR", "HIDDEN", "FIRST_NOTEBOOK", "lab_command", "main"]
+__all__ = ["COURSE_DIR", "NOTEBOOKS_DIR", "HIDDEN", "REFUSED_ROOTS", "CONTENTS_MANAGER", "FIRST_NOTEBOOK",
+           "lab_command", "main"]
 
 COURSE_DIR = course_root()
 NOTEBOOKS_DIR = COURSE_DIR / "notebooks"
 FIRST_NOTEBOOK = "notebooks/00_setup.ipynb"
-# Names the learner's file browser does not list: Jupyter's own defaults, the instructors'
-# folder (solutions), and what runs write or caches hold.
-HIDDEN = ("__pycache__", "*.pyc", "*.pyo", ".DS_Store", "*~", "*.egg-info", "instructor",
+# Top-level folders the learner's lab never serves, whatever the URL (the exercises' solutions).
+REFUSED_ROOTS = ("instructor",)
+CONTENTS_MANAGER = "course_lib.environment.course_contents.CourseContentsManager"
+# Names the learner's file browser does not list: Jupyter's own defaults, the refused folders,
+# and what runs write or caches hold.
+HIDDEN = ("__pycache__", "*.pyc", "*.pyo", ".DS_Store", "*~", "*.egg-info", *REFUSED_ROOTS,
           "artifacts")
 
 
@@ -57,6 +63,7 @@ def lab_command(*, port: int = 8888, ip: str = "127.0.0.1", token: str | None = 
                "--ServerApp.open_browser=False", "--LabApp.news_url=",
                "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
                "--MappingKernelManager.default_kernel_name=python3",
+               f"--ServerApp.contents_manager_class={CONTENTS_MANAGER}",
                f"--ContentsManager.hide_globs={list(HIDDEN)!r}"]
     if (root / FIRST_NOTEBOOK).is_file():
         command.append(f"--LabApp.default_url=/lab/tree/{FIRST_NOTEBOOK}")
