@@ -1,0 +1,81 @@
+"""The leftover-process check of tests/conftest.py bites: a module that leaves a process running fails,
+named, and so does the session; a module that cleans up passes. Also: an in-process ``hvd.init()``
+starts no MPI daemon under the test settings (the orted leak this check found)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import psutil
+import pytest
+
+import leftovers
+
+ROOT = Path(__file__).resolve().parents[1]
+
+LEAKY = '''
+import subprocess, sys
+
+def test_starts_a_process_and_forgets_it():
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "tests/scripts/leak-{tag}"],
+                     start_new_session=True)
+'''
+
+CLEAN = '''
+import subprocess, sys
+
+def test_starts_a_process_and_waits():
+    subprocess.run([sys.executable, "-c", "pass", "tests/scripts/clean-{tag}"], check=True)
+'''
+
+
+def _session(tmp_path: Path, modules: dict[str, str]) -> subprocess.CompletedProcess:
+    """Run a small pytest session in ``tmp_path`` under this folder's conftest."""
+    (tmp_path / "conftest.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(ROOT / 'tests')!r})\n"
+        f"exec(compile(open({str(ROOT / 'tests' / 'conftest.py')!r}).read(), 'conftest.py', 'exec'))\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    for name, text in modules.items():
+        (tmp_path / name).write_text(textwrap.dedent(text).format(tag=tmp_path.name))
+    env = {k: v for k, v in os.environ.items() if k != leftovers.MARKER}  # a session of its own
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c",
+                           str(tmp_path / "pytest.ini"), str(tmp_path)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def _kill_tagged(tag: str) -> int:
+    killed = 0
+    for proc in psutil.process_iter(["cmdline"]):
+        if any(tag in arg for arg in proc.info["cmdline"] or ()):
+            proc.kill()
+            killed += 1
+    return killed
+
+
+def test_a_leaking_module_fails_by_name_and_a_clean_one_passes(tmp_path):
+    try:
+        proc = _session(tmp_path, {"test_leaky_module.py": LEAKY, "test_clean_module.py": CLEAN})
+    finally:
+        leaked = _kill_tagged(f"leak-{tmp_path.name}")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert leaked == 1
+    assert "test_leaky_module left 1 process(es) running" in out, out
+    assert "test_clean_module left" not in out, out
+    assert "LEFTOVER PROCESSES" in out, out  # the session-wide check names it too
+    assert "2 passed, 1 error" in out, out
+
+
+@pytest.mark.requires("horovod")
+def test_in_process_hvd_init_starts_no_mpi_daemon():
+    """Open MPI 4 forks an ``orted`` for an MPI singleton unless ``ess_singleton_isolated`` is set."""
+    assert os.environ.get("OMPI_MCA_ess_singleton_isolated") == "1"
+    code = ("import horovod.tensorflow as hvd, psutil; hvd.init(); "
+            "print(sorted(p.name() for p in psutil.Process().children(recursive=True)))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
