@@ -112,6 +112,54 @@ def test_updates_to_target() -> None:
         ablation.updates_to_target(curve, 80)
 
 
+def test_target_from_baseline_reads_validation_only() -> None:
+    baseline = _trials([0.10, 0.10], val=[[0.5, 0.70], [0.6, 0.80]])   # test accuracies must not matter
+    assert ablation.target_from_baseline(baseline, 0.9) == pytest.approx(0.9 * 0.75)
+    assert ablation.target_from_baseline(baseline, 1.0) == pytest.approx(0.75)
+    with pytest.raises(ValueError, match="fraction"):
+        ablation.target_from_baseline(baseline, 90)
+    with pytest.raises(ValueError, match="no trials"):
+        ablation.target_from_baseline([], 0.9)
+
+
+def test_seed_table_takes_a_target_per_row() -> None:
+    runs = {"baseline": _trials([0.85, 0.86, 0.84], updates=192),
+            "naive": _trials([0.70, 0.72, 0.71], val=[[0.5, 0.6]] * 3),
+            "+ linear": _trials([0.70, 0.73, 0.71], val=[[0.5, 0.6]] * 3)}
+    targets = {"baseline": 0.8, "naive": 0.8, "+ linear": 0.55}
+    table = ablation.seed_table(TRIAL_LADDER, runs, target=targets)
+    assert table.loc["naive", "updates_to_target"] == "not reached"
+    assert table.loc["+ linear", "updates_to_target"] == 24   # second of two points, 12 updates apart
+
+
+def test_plateau_reductions_replays_keras_rule() -> None:
+    assert ablation.plateau_reductions([1.0, 0.8, 0.6], patience=1) == []        # loss falls: never fires
+    assert ablation.plateau_reductions([1.0, 1.1, 0.6, 0.6], patience=1) == [2, 4]
+    assert ablation.plateau_reductions([1.0, 1.1, 1.2, 0.5], patience=2) == [3]
+    assert ablation.plateau_reductions([1.0, 0.99995], patience=1) == [2]        # below min_delta
+    with pytest.raises(ValueError, match="patience"):
+        ablation.plateau_reductions([1.0], patience=0)
+
+
+def test_plateau_reductions_agrees_with_keras() -> None:
+    """The replay is Keras' own rule: ReduceLROnPlateau fed the same losses cuts at the same epochs."""
+    import tensorflow as tf
+
+    losses = [1.0, 1.1, 0.6, 0.6, 0.59995, 0.3]
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1, input_shape=(1,))])
+    model.compile(optimizer=tf.keras.optimizers.SGD(1.0), loss="mse")
+    callback = tf.keras.callbacks.ReduceLROnPlateau(monitor="loss", factor=0.5, patience=1, verbose=0)
+    callback.set_model(model)
+    callback.on_train_begin()
+    cuts = []
+    for epoch, loss in enumerate(losses, start=1):
+        before = float(model.optimizer.learning_rate.numpy())
+        callback.on_epoch_end(epoch - 1, {"loss": loss})
+        if float(model.optimizer.learning_rate.numpy()) < before:
+            cuts.append(epoch)
+    assert ablation.plateau_reductions(losses, patience=1) == cuts
+
+
 def test_paired_difference_and_decide() -> None:
     mean, half = ablation.paired_difference(_trials([0.80, 0.82, 0.81]), _trials([0.70, 0.71, 0.72]))
     assert mean == pytest.approx(0.10)

@@ -16,8 +16,9 @@ from typing import Any, Mapping, Sequence
 
 from course_lib.training.stats import mean_ci95
 
-__all__ = ["Config", "changes", "emulation", "updates_to_target", "pick_on_validation",
-           "paired_difference", "decide", "seed_table", "ladder_table", "plot_curves"]
+__all__ = ["Config", "changes", "emulation", "updates_to_target", "target_from_baseline",
+           "plateau_reductions", "pick_on_validation", "paired_difference", "decide", "seed_table",
+           "ladder_table", "plot_curves"]
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,53 @@ def updates_to_target(curve: Sequence[tuple[int, float]], target: float) -> int 
     return next((int(updates) for updates, accuracy in curve if accuracy >= target), None)
 
 
+def target_from_baseline(baseline: Sequence[Mapping[str, Any]], fraction: float) -> float:
+    """The accuracy target of updates-to-target: ``fraction`` × the baseline's mean final VALIDATION
+    accuracy (a rule fixed before the runs; the test set is not read).
+
+    Args:
+        baseline: The baseline row's trials (each with ``val_accuracy``).
+        fraction: In (0, 1], e.g. 0.9.
+
+    Raises:
+        ValueError: ``fraction`` outside (0, 1], or no trials.
+    """
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+    if not baseline:
+        raise ValueError("the baseline has no trials")
+    return fraction * sum(float(t["val_accuracy"]) for t in baseline) / len(baseline)
+
+
+def plateau_reductions(losses: Sequence[float], patience: int, min_delta: float = 1e-4) -> list[int]:
+    """Epochs (1-based) at whose end Keras' ``ReduceLROnPlateau(monitor="loss")`` would cut the rate.
+
+    The same rule as Keras (mode "min", no cooldown): an epoch improves when its loss is below the
+    best so far minus ``min_delta``; after ``patience`` epochs in a row without improvement the rate
+    is cut and the count restarts. A run whose loss falls every epoch never cuts it.
+
+    Args:
+        losses: Training loss per epoch, in order.
+        patience: Epochs without improvement before a cut, >= 1 (the script uses 1).
+        min_delta: Smallest decrease that counts as an improvement.
+
+    Raises:
+        ValueError: ``patience`` below 1.
+    """
+    if patience < 1:
+        raise ValueError(f"patience must be >= 1, got {patience}")
+    best, wait, cuts = float("inf"), 0, []
+    for epoch, loss in enumerate(losses, start=1):
+        if loss < best - min_delta:
+            best, wait = loss, 0
+            continue
+        wait += 1
+        if wait >= patience:
+            cuts.append(epoch)
+            wait = 0
+    return cuts
+
+
 def pick_on_validation(results: Mapping[Any, Sequence[Mapping[str, Any]]]) -> tuple[Any, Any]:
     """The candidate value with the best mean VALIDATION accuracy (the test set is never read).
 
@@ -154,14 +202,14 @@ def decide(mean: float, half: float, threshold: float = 0.0) -> str:
 
 
 def seed_table(configs: Sequence[Config], runs: Mapping[str, Sequence[Mapping[str, Any]]],
-               target: float) -> Any:
+               target: float | Mapping[str, float]) -> Any:
     """One row per configuration: what changed, updates, test accuracy mean ± 95 % CI over seeds.
 
     Args:
         configs: The ladder (its order is the table's).
         runs: ``{name: [trial per seed]}``.
         target: Validation accuracy of ``updates_to_target`` (median over seeds; "not reached" when a
-            seed never reached it).
+            seed never reached it), one for all rows or ``{name: target}`` per row.
 
     Returns:
         A DataFrame indexed by name.
@@ -178,7 +226,8 @@ def seed_table(configs: Sequence[Config], runs: Mapping[str, Sequence[Mapping[st
         if not trials:
             raise ValueError(f"no trials for configuration {config.name!r}")
         mean, half = mean_ci95([t["test_accuracy"] for t in trials])
-        reach = [updates_to_target(t["val_curve"], target) for t in trials]
+        goal = target if isinstance(target, (int, float)) else target[config.name]
+        reach = [updates_to_target(t["val_curve"], goal) for t in trials]
         rows.append({"config": config.name, "changes": ", ".join(diff[config.name]),
                      "batch": config.flags.get("batch"), "lr": trials[0]["lr"],
                      "updates": trials[0]["updates"], "seeds": len(trials),

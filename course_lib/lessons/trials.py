@@ -79,7 +79,7 @@ def peak_lr(settings: Mapping[str, Any]) -> float:
 
 
 def train_trial(settings: Mapping[str, Any], seed: int, split: Split, *, epochs: int,
-                eval_batch: int = 1000) -> dict[str, Any]:
+                eval_batch: int = 1000, test: bool = True) -> dict[str, Any]:
     """Train one configuration with one seed; validate after every epoch, test once at the end.
 
     Args:
@@ -88,10 +88,13 @@ def train_trial(settings: Mapping[str, Any], seed: int, split: Split, *, epochs:
         split: From :func:`carve_validation`.
         epochs: Passes over the training images (the same for every row: equal sample budget).
         eval_batch: Batch of the evaluations.
+        test: Evaluate on the test set at the end; tuning runs pass ``False`` (they must not read
+            it, and skipping it saves the largest evaluation).
 
     Returns:
         ``{"seed", "updates", "val_curve": [(updates, val_accuracy) per epoch], "val_accuracy",
-        "test_accuracy", "test_loss", "lr", "train_s"}``.
+        "loss_curve": [training loss per epoch], "test_accuracy", "test_loss", "lr", "train_s"}``
+        (the test values are ``None`` when ``test`` is False).
 
     Raises:
         ValueError: ``batch`` does not divide the training images (every update must see a full
@@ -117,9 +120,11 @@ def train_trial(settings: Mapping[str, Any], seed: int, split: Split, *, epochs:
     models.compile_model(model, optimizers.get_optimizer(settings["optimizer"], rate))
     val = pipeline.make_dataset(split.x_val, split.y_val, batch_size=eval_batch, training=False)
     curve: list[tuple[int, float]] = []
+    losses: list[float] = []
 
     class Validate(tf.keras.callbacks.Callback):
         def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+            losses.append(float((logs or {}).get("loss", math.nan)))
             accuracy = self.model.evaluate(val, verbose=0)[1]
             curve.append((int(self.model.optimizer.iterations.numpy()), float(accuracy)))
 
@@ -130,8 +135,11 @@ def train_trial(settings: Mapping[str, Any], seed: int, split: Split, *, epochs:
     model.fit(train, epochs=epochs, steps_per_epoch=per_epoch, verbose=0,
               callbacks=[callbacks.ReseedDropout(seed), Validate()])
     train_s = time.perf_counter() - started
-    test = pipeline.make_dataset(split.x_test, split.y_test, batch_size=eval_batch, training=False)
-    test_loss, test_accuracy = model.evaluate(test, verbose=0)
+    test_loss = test_accuracy = None
+    if test:
+        test_set = pipeline.make_dataset(split.x_test, split.y_test, batch_size=eval_batch,
+                                         training=False)
+        test_loss, test_accuracy = (float(v) for v in model.evaluate(test_set, verbose=0))
     return {"seed": seed, "updates": int(model.optimizer.iterations.numpy()), "val_curve": curve,
-            "val_accuracy": curve[-1][1], "test_accuracy": float(test_accuracy),
-            "test_loss": float(test_loss), "lr": lr, "train_s": train_s}
+            "val_accuracy": curve[-1][1], "loss_curve": losses, "test_accuracy": test_accuracy,
+            "test_loss": test_loss, "lr": lr, "train_s": train_s}
