@@ -25,6 +25,8 @@ def test_measured_view_formats_only_the_measured_columns():
     assert sanitize(view.to_html()) == sanitize(other.to_html())
     changed = measured.measured_view(table.assign(global_batch=[64, 256]), ["efficiency"])
     assert sanitize(view.to_string()) != sanitize(changed.to_string())        # a deterministic one is not
+    padded = measured.measured_view(table, ["efficiency"], width=8)
+    assert list(padded["efficiency"]) == ["   ≈1.00", "   ≈0.52"]
     with pytest.raises(KeyError, match="no column 'speedup'"):
         measured.measured_view(table, ["speedup"])
 

@@ -34,13 +34,16 @@ def approx(value: float, digits: int = 2) -> str:
     return f"{MEASURED_SIGN}{value:.{digits}f}"
 
 
-def measured_view(table: "pandas.DataFrame", columns: Iterable[str], digits: int = 2) -> "pandas.DataFrame":
+def measured_view(table: "pandas.DataFrame", columns: Iterable[str], digits: int = 2,
+                  width: int | None = None) -> "pandas.DataFrame":
     """A copy of ``table`` for display, with the measured ``columns`` written as ``≈`` numbers.
 
     Args:
         table: Any table (its other columns are shown as they are: they are compared).
         columns: Columns that hold measured values (throughputs, efficiencies, their intervals).
         digits: Decimals shown in those columns.
+        width: Pad every measured cell to this many characters, so that a wide table wraps into the
+            same blocks whatever the measured values (pandas wraps at 80 characters).
 
     Returns:
         A new DataFrame; ``table`` is unchanged.
@@ -52,7 +55,7 @@ def measured_view(table: "pandas.DataFrame", columns: Iterable[str], digits: int
     for column in columns:
         if column not in view.columns:
             raise KeyError(f"no column {column!r} in the table; it has {list(view.columns)}")
-        view[column] = [approx(float(v), digits) for v in view[column]]
+        view[column] = [approx(float(v), digits).rjust(width or 0) for v in view[column]]
     return view
 
 
