@@ -70,6 +70,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-distributed-optimizer", action="store_true",
                         help="CONTROL EXPERIMENT ONLY: skip hvd.DistributedOptimizer, so gradients "
                         "are NOT averaged and the workers' weights diverge")
+    parser.add_argument("--step-digests", action="store_true",
+                        help="CHECK ONLY: rank 0 prints the weights digest after every micro-step "
+                        "(with --backward-passes-per-step k they change every k-th step)")
+    parser.add_argument("--no-broadcast", action="store_true",
+                        help="CONTROL EXPERIMENT ONLY: skip the initial broadcast of rank 0's "
+                        "weights; with --seed-per-rank the workers start (and end) different")
+    parser.add_argument("--seed-per-rank", action="store_true",
+                        help="CONTROL EXPERIMENT ONLY: initialise each worker's weights from seed + "
+                        "rank (the data order still uses --seed on every worker)")
     args = parser.parse_args(argv)
     if args.warmup_epochs and args.warmup_epochs >= args.epochs:
         parser.error(f"--warmup-epochs ({args.warmup_epochs}) must be smaller than --epochs "
@@ -101,8 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     import horovod.tensorflow.keras as hvd
     import tensorflow as tf
 
-    from course_lib.training import (accumulation, callbacks, data, devices, models, optimizers,
-                                     pipeline, report)
+    from course_lib.training import (accumulation, callbacks, consumption, data, devices, models,
+                                     optimizers, pipeline, report)
 
     gpus = tf.config.list_physical_devices("GPU")  # lists devices without initialising them
     if not gpus:  # Horovod: on CPU hosts the background thread polls every 5 ms, not 1 ms (notebook 05)
@@ -115,7 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     else:  # Horovod (2/5), CPU: the workers of a host split its cores instead of fighting over them
         devices.set_cpu_threads(args.threads_per_worker or devices.cores_per_worker(hvd.local_size()))
     rank, workers, k = hvd.rank(), hvd.size(), args.backward_passes_per_step
-    seeding.configure(args.seed, deterministic=args.deterministic)
+    # Horovod: a control only: --seed-per-rank gives each worker its own initial weights.
+    model_seed = args.seed + rank if args.seed_per_rank else args.seed
+    seeding.configure(model_seed, deterministic=args.deterministic)
 
     fmnist = data.load_arrays(train_subset=args.train_subset, test_subset=args.test_subset)
     n_train = len(fmnist.y_train)
@@ -135,9 +146,10 @@ def main(argv: list[str] | None = None) -> int:
             warmup_epochs=args.warmup_epochs, plateau=args.plateau, seed=args.seed,
             eval_every_epoch=args.eval_every_epoch, deterministic=args.deterministic,
             distributed_optimizer=not args.no_distributed_optimizer,
-            fp16_allreduce=args.fp16_allreduce)
+            fp16_allreduce=args.fp16_allreduce, broadcast=not args.no_broadcast,
+            seed_per_rank=args.seed_per_rank)
 
-    model = models.build_model(seed=args.seed, mixed_precision=args.mixed_precision)
+    model = models.build_model(seed=model_seed, mixed_precision=args.mixed_precision)
     optimizer = optimizers.get_optimizer(args.optimizer, lr)
     compression = hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none
     if k == 1 and not args.no_distributed_optimizer:  # Horovod (4/5): average the gradients of
@@ -159,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     # Horovod (5/5): every worker starts from rank 0's weights and optimizer state. One broadcast,
     # BEFORE the first step: after a resume only rank 0 holds the trained state (Keras'
     # BroadcastGlobalVariablesCallback would broadcast only after the first step).
-    hvd_tf.broadcast_variables(model.variables + optimizer.variables(), root_rank=0)
+    if not args.no_broadcast:  # Horovod: --no-broadcast skips it (a control experiment only)
+        hvd_tf.broadcast_variables(model.variables + optimizer.variables(), root_rank=0)
 
     test = pipeline.make_dataset(fmnist.x_test, fmnist.y_test, batch_size=256, training=False)
     meter = callbacks.Throughput(arith["step_batch"], samples_per_epoch=arith["samples_per_epoch"],
@@ -171,14 +184,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.eval_every_epoch and rank == 0:  # after MetricAverageCallback: rank 0's keys only
         steps_callbacks.append(callbacks.EvaluateEachEpoch(test, started))
     steps_callbacks.append(meter)
+    if args.step_digests and rank == 0:
+        steps_callbacks.append(callbacks.StepDigests(json_lines=args.json))
     if args.checkpoint_dir and rank == 0:  # Horovod: checkpoints on rank 0 only
         steps_callbacks.append(callbacks.CheckpointEachEpoch(
             args.checkpoint_dir, optimizer, json_lines=args.json,
             extra={"workers": workers, "seed": args.seed}))
     # Horovod: each worker reads its own shard; the order depends only on (seed, epoch).
+    consumed = consumption.ConsumedIds()  # the ids this worker trains on, per epoch
     train = pipeline.make_epochs_dataset(fmnist.x_train, fmnist.y_train, batch_size=args.batch_size,
                                          seed=args.seed, num_workers=workers, worker_index=rank,
-                                         first_epoch=start_epoch, last_epoch=args.epochs)
+                                         first_epoch=start_epoch, last_epoch=args.epochs,
+                                         recorder=consumed)
+    # Horovod: every rank reports which examples it trained on (the `consumed` event).
+    steps_callbacks.append(callbacks.ReportConsumed(consumed, rank, json_lines=args.json))
     model.fit(train, epochs=args.epochs, initial_epoch=start_epoch, steps_per_epoch=steps,
               callbacks=steps_callbacks, verbose=2 if rank == 0 and not args.json else 0)
 

@@ -57,8 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-    from course_lib.training import data, devices, models, optimizers, pipeline, report, seeding
-    from course_lib.training.callbacks import Throughput
+    from course_lib.training import (consumption, data, devices, models, optimizers, pipeline,
+                                     report, seeding)
+    from course_lib.training.callbacks import ReportConsumed, Throughput
 
     # Strategy: create the logical devices BEFORE anything else touches TensorFlow.
     names = devices.simulate_devices(args.devices) if args.devices else None
@@ -74,9 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     fmnist = data.load_arrays(train_subset=args.train_subset, test_subset=args.test_subset)
     n_train = len(fmnist.y_train)
     # Strategy: the dataset yields GLOBAL batches (per-replica x replicas), split per replica.
+    consumed = consumption.ConsumedIds()  # the ids of every global batch the strategy pulls
     train, global_batch, steps = pipeline.distribute_for_strategy(
         strategy, fmnist.x_train, fmnist.y_train, batch_size_per_replica=args.batch_size,
-        training=True, seed=args.seed, epochs=args.epochs)
+        training=True, seed=args.seed, epochs=args.epochs, recorder=consumed)
     # One process feeds all replicas: the epoch arithmetic of one reader whose batch is global.
     arith = epochs.epoch_arithmetic(n_train, global_batch, 1)
     lr = args.lr * replicas if args.scale_lr else args.lr  # Strategy: optional LR scaling
@@ -94,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     meter = Throughput(global_batch, samples_per_epoch=arith["samples_per_epoch"],
                        warmup_epochs=args.throughput_warmup_epochs, workers=replicas,
                        json_lines=args.json)
-    callbacks = [meter]
+    # One reader (rank 0) feeds all replicas: it reports the ids of the global batches.
+    callbacks = [meter, ReportConsumed(consumed, 0, json_lines=args.json)]
     if args.plateau:
         callbacks.insert(0, tf.keras.callbacks.ReduceLROnPlateau(monitor="loss", factor=0.5,
                                                                  patience=1, verbose=1))

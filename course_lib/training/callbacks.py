@@ -21,7 +21,7 @@ from course_lib.training.seeding import reseed_dropout
 from course_lib.training.throughput import ThroughputMeter
 
 __all__ = ["Throughput", "ReseedDropout", "EvaluateEachEpoch", "CheckpointEachEpoch",
-           "ReportConsumed"]
+           "ReportConsumed", "StepDigests"]
 
 
 class Throughput(ThroughputMeter, tf.keras.callbacks.Callback):
@@ -100,3 +100,26 @@ class ReportConsumed(tf.keras.callbacks.Callback):
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         fields: dict[str, Any] = self.recorder.event(epoch, self.rank)
         emit("consumed", self.json_lines, **fields)
+
+
+class StepDigests(tf.keras.callbacks.Callback):
+    """Print a ``step_digest`` event with the weights digest before training and after every
+    (micro-)step: under gradient accumulation the weights must change only every k-th step.
+
+    A check, not for timing runs (hashing the weights every step costs time).
+    """
+
+    def __init__(self, *, json_lines: bool = False) -> None:
+        super().__init__()
+        self.json_lines, self.epoch, self.step = json_lines, 0, 0
+
+    def on_train_begin(self, logs: dict | None = None) -> None:
+        emit("step_digest", self.json_lines, epoch=0, step=0, digest=weights_digest(self.model))
+
+    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+        self.epoch = epoch + 1
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        self.step += 1
+        emit("step_digest", self.json_lines, epoch=self.epoch, step=self.step,
+             digest=weights_digest(self.model))
