@@ -192,6 +192,18 @@ def test_the_solutions_file_names_the_coding_exercise_solution() -> None:
     assert (ROOT / answers.CODING["03.horovod_script"]).is_file()
 
 
+@pytest.mark.parametrize("key", sorted(answers.CODING))
+def test_every_coding_solution_exists(key: str) -> None:
+    import ast
+
+    file, _, name = answers.CODING[key].partition("::")
+    assert (ROOT / file).is_file(), f"{key}: {file} does not exist"
+    if name:
+        defined = {node.name for node in ast.parse((ROOT / file).read_text()).body
+                   if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+        assert name in defined, f"{key}: {file} defines no {name}"
+
+
 @pytest.mark.horovod
 def test_coding_self_check_accepts_the_solution(capsys: pytest.CaptureFixture[str]) -> None:
     from course_lib.lessons.exercises import check_horovod_run
