@@ -16,7 +16,7 @@ tests/test_room.py:
 ``COURSE_ROOM_STATE``       the hub's database, cookie secret and pid file (default ``build/room``)
 ``COURSE_STUDENT_DIR``      the learner edition copied into each workspace (default ``build/student``)
 ``COURSE_ROOM_TFDS_DIR``    a prepared, world-readable tfds folder the kernels read Fashion-MNIST from
-                            (default ``<state>/tensorflow_datasets`` when it exists)
+                            (default ``build/room-data/tensorflow_datasets``, which ``make room`` prepares)
 ==========================  ========================================================================
 
 Users missing on the machine are created (``useradd``) when the hub starts. Every learner's Horovod run
@@ -44,7 +44,7 @@ VENV = Path(os.environ.get("COURSE_VENV", COURSE / ".venv"))
 STATE = Path(os.environ.get("COURSE_ROOM_STATE", COURSE / "build" / "room"))
 STUDENT = Path(os.environ.get("COURSE_STUDENT_DIR", COURSE / "build" / "student"))
 PROXY = COURSE / "build" / "classroom-proxy" / "node_modules" / ".bin" / "configurable-http-proxy"
-TFDS = Path(os.environ.get("COURSE_ROOM_TFDS_DIR", STATE / "tensorflow_datasets"))
+TFDS = Path(os.environ.get("COURSE_ROOM_TFDS_DIR", COURSE / "build" / "room-data" / "tensorflow_datasets"))
 WORKSPACE = "course"  # under each learner's home
 
 
@@ -128,6 +128,7 @@ os.chmod(STATE, 0o700)
 c.JupyterHub.db_url = f"sqlite:///{STATE / 'jupyterhub.sqlite'}"
 c.JupyterHub.cookie_secret_file = str(STATE / "jupyterhub_cookie_secret")
 c.JupyterHub.pid_file = str(STATE / "jupyterhub.pid")
+c.ConfigurableHTTPProxy.pid_file = str(STATE / "jupyterhub-proxy.pid")
 c.JupyterHub.cleanup_servers = True   # stopping the hub stops every learner's server
 c.JupyterHub.cleanup_proxy = True
 
