@@ -25,7 +25,10 @@ class WorkerKiller:
 
     It learns each worker's pid from the ``worker`` events (every rank prints one when a group
     forms) and, once rank 0 reports epoch ``after_epoch``, kills that pid ``fraction`` of that
-    epoch's duration later — about mid-way through the next epoch. It fires once.
+    epoch's duration later — ``fraction`` of the way into the next epoch when both take as long.
+    The first epoch is not such a clock: it also traces the graph (2-5 times longer on a CPU), so
+    ``after_epoch=1`` can land one epoch later; time the kill from a later epoch when it must land
+    in a given one. It fires once.
 
     Attributes:
         killed_pid: The pid killed (None until then). killed_at: ``time.monotonic()`` of the kill.
