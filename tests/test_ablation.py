@@ -241,3 +241,24 @@ def test_script_eval_every_epoch_accumulation_scaling_and_warmup() -> None:
     assert epochs[0]["lr"] == pytest.approx(0.001 * k, rel=1e-5)
     (result,) = [e for e in events if e["event"] == "result"]
     assert result["test_accuracy"] == pytest.approx(epochs[-1]["test_accuracy"])
+
+
+def test_train_trial_records_losses_epoch_times_and_can_skip_the_test_set() -> None:
+    """A tuning run (test=False) never evaluates the test set; every run records what 04 reads."""
+    import numpy as np
+
+    from course_lib.lessons import trials
+
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, size=(96, 28, 28), dtype=np.uint8)
+    labels = rng.integers(0, 10, size=96).astype(np.int64)
+    poisoned = trials.Split(images[:64], labels[:64], images[64:], labels[64:],
+                            None, None)   # reading the test set would fail
+    settings = {**SETTINGS, "batch": 32, "lr_scaling": "linear", "warmup_epochs": 1}
+    trial = trials.train_trial(settings, 0, poisoned, epochs=2, test=False)
+    assert trial["test_accuracy"] is None and trial["test_loss"] is None
+    assert trial["updates"] == 4 and [u for u, _ in trial["val_curve"]] == [2, 4]
+    assert len(trial["loss_curve"]) == 2 and len(trial["epoch_s"]) == 2
+    assert all(t > 0 for t in trial["epoch_s"]) and sum(trial["epoch_s"]) <= trial["train_s"]
+    with pytest.raises(ValueError, match="does not divide"):
+        trials.train_trial({**settings, "batch": 48}, 0, poisoned, epochs=1, test=False)

@@ -93,7 +93,8 @@ def train_trial(settings: Mapping[str, Any], seed: int, split: Split, *, epochs:
 
     Returns:
         ``{"seed", "updates", "val_curve": [(updates, val_accuracy) per epoch], "val_accuracy",
-        "loss_curve": [training loss per epoch], "test_accuracy", "test_loss", "lr", "train_s"}``
+        "loss_curve": [training loss per epoch], "epoch_s": [training seconds per epoch, validation
+        excluded; the first includes tracing], "test_accuracy", "test_loss", "lr", "train_s"}``
         (the test values are ``None`` when ``test`` is False).
 
     Raises:
@@ -121,9 +122,14 @@ def train_trial(settings: Mapping[str, Any], seed: int, split: Split, *, epochs:
     val = pipeline.make_dataset(split.x_val, split.y_val, batch_size=eval_batch, training=False)
     curve: list[tuple[int, float]] = []
     losses: list[float] = []
+    epoch_s: list[float] = []
 
     class Validate(tf.keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+            self.started = time.perf_counter()
+
         def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+            epoch_s.append(time.perf_counter() - self.started)   # training only, before validating
             losses.append(float((logs or {}).get("loss", math.nan)))
             accuracy = self.model.evaluate(val, verbose=0)[1]
             curve.append((int(self.model.optimizer.iterations.numpy()), float(accuracy)))
@@ -141,5 +147,6 @@ def train_trial(settings: Mapping[str, Any], seed: int, split: Split, *, epochs:
                                          training=False)
         test_loss, test_accuracy = (float(v) for v in model.evaluate(test_set, verbose=0))
     return {"seed": seed, "updates": int(model.optimizer.iterations.numpy()), "val_curve": curve,
-            "val_accuracy": curve[-1][1], "loss_curve": losses, "test_accuracy": test_accuracy,
+            "val_accuracy": curve[-1][1], "loss_curve": losses, "epoch_s": epoch_s,
+            "test_accuracy": test_accuracy,
             "test_loss": test_loss, "lr": lr, "train_s": train_s}
