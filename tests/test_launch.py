@@ -66,6 +66,23 @@ def assert_nothing_left(mark: str, result: RunResult | None = None) -> None:
 
 
 # -- parsing ------------------------------------------------------------------------------------
+def test_mpirun_pieces_cut_by_another_rank_are_joined_again():
+    """An unbuffered rank writes a line and its newline separately; mpirun --tag-output can put
+    another rank's line between them (seen in notebook 06: two JSON events on one line)."""
+    from course_lib.runner.execute import TagJoiner
+
+    joiner = TagJoiner()
+    assert joiner.feed('[1,0]<stdout>:{"event": "a"}[1,1]<stdout>:{"event": "b"}') == [
+        '[1,1]<stdout>:{"event": "b"}']
+    assert joiner.feed("[1,0]<stdout>:") == ['[1,0]<stdout>:{"event": "a"}']
+    assert joiner.feed("[1,1]<stdout>:as it was") == ["[1,1]<stdout>:as it was"]
+    assert joiner.feed("[1]<stdout>:gloo lines are whole") == ["[1]<stdout>:gloo lines are whole"]
+    assert joiner.feed("[1,0]<stderr>:x[1,1]<stdout>:y") == ["[1,1]<stdout>:y"]
+    assert joiner.flush() == ["[1,0]<stderr>:x"] and joiner.flush() == []
+    rank, _, _, event = parse_line('[1,0]<stdout>:{"event": "a"}', horovod=True)
+    assert (rank, event) == (0, {"event": "a"})
+
+
 def test_parse_gloo_mpi_and_plain_lines():
     assert parse_line("[1]<stderr>:boom") == (1, "stderr", "boom", None)
     assert parse_line("[1,0]<stdout>:hi")[:3] == (0, "stdout", "hi")

@@ -14,6 +14,7 @@ Introduced in notebooks/03_horovod.ipynb.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 import time
@@ -22,9 +23,49 @@ from typing import Any, Callable, Mapping, Sequence
 from course_lib.runner.preflight import available_slots
 from course_lib.runner.runlog import RunResult, parse_line
 
-__all__ = ["RunFailedError", "RunTimeoutError", "RunStoppedError", "execute", "make_printer"]
+__all__ = ["RunFailedError", "RunTimeoutError", "RunStoppedError", "TagJoiner", "execute", "make_printer"]
 
 TAIL_LINES = 15
+#: Open MPI's ``--tag-output`` prefix, ``[jobid,rank]<stdout>:``.
+_MPI_TAG = re.compile(r"\[\d+,\d+\]<(?:stdout|stderr|stddiag)>:")
+
+
+class TagJoiner:
+    """Re-joins the lines that ``mpirun --tag-output`` cut apart.
+
+    An unbuffered Python rank (``PYTHONUNBUFFERED=1``) writes ``print(text)`` as two writes, the
+    text and then the newline; mpirun tags each piece it reads, so another rank's line can land
+    between them: ``[1,0]<stdout>:AAA[1,1]<stdout>:BBB`` and later ``[1,0]<stdout>:`` (the newline).
+    A tagged piece that is followed by another tag on the same line is unfinished: it is kept and
+    put in front of that rank's next piece. Lines with one tag at their start pass unchanged.
+
+    Introduced in notebooks/06_beyond_one_machine.ipynb.
+    """
+
+    def __init__(self) -> None:
+        self.pending: dict[str, str] = {}
+
+    def feed(self, line: str) -> list[str]:
+        """The complete lines that ``line`` finishes (none, one or several)."""
+        tags = list(_MPI_TAG.finditer(line))
+        if not tags or (len(tags) == 1 and tags[0].start() == 0 and not self.pending):
+            return [line]
+        out = [line[:tags[0].start()]] if tags[0].start() > 0 else []
+        for k, match in enumerate(tags):
+            tag = match.group()
+            if k + 1 < len(tags):  # unfinished: another rank's piece follows on this line
+                self.pending[tag] = self.pending.get(tag, "") + line[match.end():tags[k + 1].start()]
+            else:
+                out.append(tag + self.pending.pop(tag, "") + line[match.end():])
+        return out
+
+    def flush(self) -> list[str]:
+        """What is still unfinished when the output ends, one line per rank."""
+        rest = [tag + text for tag, text in self.pending.items()]
+        self.pending.clear()
+        return rest
+
+
 
 
 class RunFailedError(RuntimeError):
@@ -132,7 +173,15 @@ def _stream(command: list[str], result: RunResult, printer: Callable[[str, str],
     """Stream ``command``, fill ``result``, and raise on a timeout, a stop or a failure."""
     from course_lib.runner.processes import stream_command
 
+    joiners = {"stdout": TagJoiner(), "stderr": TagJoiner()}
+    lock = threading.Lock()
+
     def on_line(line: str, pipe: str) -> None:
+        with lock:
+            for piece in joiners.setdefault(pipe, TagJoiner()).feed(line) if horovod else [line]:
+                on_piece(piece, pipe)
+
+    def on_piece(line: str, pipe: str) -> None:
         rank, stream, text, event = parse_line(line, horovod=horovod)
         if pipe == "stderr" and (rank is None or not horovod):
             stream = "stderr"  # an unprefixed line's stream is the pipe it came through
@@ -145,6 +194,9 @@ def _stream(command: list[str], result: RunResult, printer: Callable[[str, str],
     outcome = stream_command(command, on_line, env=env, cwd=cwd, timeout=timeout,
                              stop_event=stop_event, grace_s=grace_s, clock=clock,
                              hold_fds=hold_fds)
+    for pipe, joiner in joiners.items():
+        for piece in joiner.flush():
+            on_piece(piece, pipe)
     result.returncode = outcome.returncode
     result.duration_s = outcome.duration_s
     result.pids = outcome.pids
