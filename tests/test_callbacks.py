@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import time
 
 import pytest
 
@@ -20,8 +21,10 @@ class FakeClock:
         return self.now
 
 
-def run_epoch(cb, clock, epoch, step_times, logs=None):
+def run_epoch(cb, clock, epoch, step_times, logs=None, machine=None):
     cb.on_epoch_begin(epoch, {})
+    if machine is not None:  # (FakeMachine, cores busy during the epoch)
+        machine[0].epoch(machine[1], sum(step_times))
     for step, dt in enumerate(step_times):
         clock.now += dt
         cb.on_train_batch_end(step, {})
@@ -126,6 +129,71 @@ def test_invalid_arguments_raise():
         ThroughputMeter(64, samples_per_epoch=0)
     with pytest.raises(ValueError, match="global_batch_size"):
         ThroughputMeter(0)
+
+
+class FakeMachine:
+    """CPU seconds and /proc/stat jiffies that a test moves along with the fake clock."""
+
+    def __init__(self, clock):
+        self.clock, self.cpu, self.total, self.idle = clock, 0.0, 0, 0
+
+    def cpu_clock(self):
+        from course_lib.training.cpuclock import CpuClock, ProcStat
+
+        return CpuClock(expected_cpus=2, clock=self.clock, cpu_time=lambda: self.cpu,
+                        stat_reader=lambda: ProcStat(self.total, self.idle, 0, 2))
+
+    def epoch(self, cores_busy, seconds):
+        self.cpu += cores_busy * seconds
+        self.total += int(200 * seconds)
+        self.idle += int(100 * (2 - cores_busy) * seconds)
+
+
+def test_disturbed_epoch_is_flagged_and_left_out_of_the_mean():
+    clock = FakeClock()
+    machine = FakeMachine(clock)
+    out = io.StringIO()
+    m = meter(clock, 10, warmup_epochs=0, json_lines=True, stream=out,
+              cpu_clock=machine.cpu_clock, measure_cpu=True)
+    for epoch, (busy, step) in enumerate([(1.9, 0.1), (1.0, 0.2), (1.9, 0.1)]):
+        run_epoch(m, clock, epoch, [step] * 10, machine=(machine, busy))  # epoch 2: one core
+    s = m.summary()
+    assert s.per_epoch == pytest.approx([100.0, 50.0, 100.0])
+    assert s.cpu_per_wall == pytest.approx([1.9, 1.0, 1.9])
+    assert s.disturbed_epochs == [2] and s.excluded_epochs == 1 and s.epochs_counted == 2
+    assert s.images_per_sec_mean == pytest.approx(100.0) and s.samples_total == 200
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [e["disturbed"] for e in events] == [False, True, False]
+    assert events[1]["cpu_per_wall"] == pytest.approx(1.0)
+
+
+def test_all_epochs_disturbed_keeps_them_all_and_says_so():
+    clock = FakeClock()
+    machine = FakeMachine(clock)
+    m = meter(clock, 10, warmup_epochs=0, cpu_clock=machine.cpu_clock, measure_cpu=True)
+    for epoch in range(2):
+        run_epoch(m, clock, epoch, [0.1] * 10, machine=(machine, 0.5))
+    s = m.summary()
+    assert s.disturbed_epochs == [1, 2] and s.excluded_epochs == 0 and s.epochs_counted == 2
+    assert s.images_per_sec_mean == pytest.approx(100.0)
+
+
+def test_fake_clock_measures_no_cpu_and_real_clock_does():
+    clock = FakeClock()
+    out = io.StringIO()
+    fake = meter(clock, 10, warmup_epochs=0, json_lines=True, stream=out)
+    run_epoch(fake, clock, 0, [0.1] * 2)
+    assert math.isnan(fake.summary().cpu_per_wall[0]) and fake.summary().disturbed_epochs == []
+    assert "cpu_per_wall" not in json.loads(out.getvalue())
+    real = ThroughputMeter(10, warmup_epochs=0, verbose=False, expected_cpus=1)
+    real.on_train_begin()
+    real.on_epoch_begin(0)
+    end = time.process_time() + 0.15
+    while time.process_time() < end:
+        pass
+    real.on_train_batch_end(0)
+    real.on_epoch_end(0)
+    assert 0.0 < real.summary().cpu_per_wall[0] <= 1.2  # < 1 under other load
 
 
 def test_t_table():

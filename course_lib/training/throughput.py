@@ -7,17 +7,24 @@ floored), inflates the figure; the reference bootcamp printed 91 % scaling effic
 where 76 % was true. The Keras callback built on it is
 :class:`course_lib.training.callbacks.Throughput`.
 
+Every epoch is also timed in CPU seconds (:class:`course_lib.training.cpuclock.CpuClock`): an
+epoch in which the process got far fewer cores than it should (other load, or TensorFlow's pool
+running on one thread: benchmarks/README.md, "The factor-of-two mode") is flagged ``disturbed``
+and left out of the mean, with the count reported.
+
 Introduced in notebooks/02_mirrored_strategy.ipynb.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, TextIO
 
+from course_lib.training.cpuclock import CpuClock
 from course_lib.training.events import dumps, json_safe
 from course_lib.training.stats import mean_ci95
 
@@ -38,6 +45,11 @@ class ThroughputSummary:
         samples_total: Samples actually processed in the counted steps, all workers.
         includes_warmup: True when every epoch was warm-up, so the warm-up epochs were used
             rather than reporting nothing.
+        cpu_per_wall: CPU seconds / wall seconds of each epoch of ``per_epoch`` (NaN when not
+            measured): about the number of cores the epoch kept busy.
+        disturbed_epochs: 1-based numbers of the epochs of ``per_epoch`` judged disturbed.
+        excluded_epochs: How many of those were left out of the mean (none when every epoch
+            was disturbed: then the mean is over all of them, and is itself suspect).
     """
 
     images_per_sec_mean: float
@@ -48,6 +60,9 @@ class ThroughputSummary:
     per_epoch: list[float] = field(default_factory=list)
     samples_total: int = 0
     includes_warmup: bool = False
+    cpu_per_wall: list[float] = field(default_factory=list)
+    disturbed_epochs: list[int] = field(default_factory=list)
+    excluded_epochs: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict (NaN becomes None)."""
@@ -64,6 +79,13 @@ class _Epoch:
     counted_samples: int
     counted_time_s: float
     warmup: bool
+    cpu: dict[str, Any] | None = None
+
+
+def _own_cpu_s() -> float:
+    """User + system CPU seconds of this process (cheap: no scan of other processes)."""
+    t = os.times()
+    return t.user + t.system
 
 
 class ThroughputMeter:
@@ -84,6 +106,11 @@ class ThroughputMeter:
         verbose: Print a human line per epoch.
         clock: Monotonic clock in seconds (a fake one in tests).
         stream: Where to print; default ``sys.stdout`` at print time.
+        measure_cpu: Time every epoch in CPU seconds too and judge it (``disturbed``); None:
+            only with the real clock (a fake clock's epochs have no CPU time to compare).
+        expected_cpus: Cores this process should keep busy (default: the CPUs it may run on;
+            a Horovod worker pinned to 1 thread: 1).
+        cpu_clock: Makes the per-epoch :class:`CpuClock` (injected in tests).
 
     Raises:
         ValueError: Non-positive batch/workers, negative warm-up, or ``samples_per_epoch < 1``.
@@ -93,7 +120,9 @@ class ThroughputMeter:
                  warmup_epochs: int = 1, warmup_steps: int = 0, workers: int = 1, rank: int = 0,
                  json_lines: bool = False, verbose: bool = True,
                  clock: Callable[[], float] = time.perf_counter,
-                 stream: TextIO | None = None) -> None:
+                 stream: TextIO | None = None, measure_cpu: bool | None = None,
+                 expected_cpus: float | None = None,
+                 cpu_clock: Callable[[], CpuClock] | None = None) -> None:
         super().__init__()
         spe = 1 if samples_per_epoch is None else samples_per_epoch
         for name, value, low in (("global_batch_size", global_batch_size, 1), ("workers", workers, 1),
@@ -111,6 +140,10 @@ class ThroughputMeter:
         self.verbose = verbose
         self.clock = clock
         self.stream = stream
+        self.measure_cpu = (clock is time.perf_counter) if measure_cpu is None else measure_cpu
+        self.cpu_clock = cpu_clock or (lambda: CpuClock(expected_cpus=expected_cpus,
+                                                        cpu_time=_own_cpu_s))
+        self._cpu: CpuClock | None = None
         self.epochs: list[_Epoch] = []
         self._reset_epoch()
 
@@ -141,7 +174,9 @@ class ThroughputMeter:
             counted_samples=self._samples(steps) - self._samples(skip),
             counted_time_s=self._t_last - start if steps else 0.0,
             warmup=warmup_epoch,
+            cpu=self._cpu.stop().to_dict() if self._cpu is not None else None,
         )
+        self._cpu = None
         self.epochs.append(record)
         self._reset_epoch()
         return record
@@ -162,13 +197,14 @@ class ThroughputMeter:
         Returns:
             A :class:`ThroughputSummary` (NaN figures when no epoch ran).
         """
-        chosen = [e for e in self.epochs if not e.warmup and e.counted_steps > 0]
+        counted = [e for e in self.epochs if not e.warmup and e.counted_steps > 0]
         includes_warmup = False
-        if not chosen:
-            chosen = [e for e in self.epochs if e.counted_steps > 0]
-            includes_warmup = bool(chosen)
-        rates = [self._rate(e) for e in chosen]
-        mean, ci = mean_ci95(rates)
+        if not counted:
+            counted = [e for e in self.epochs if e.counted_steps > 0]
+            includes_warmup = bool(counted)
+        disturbed = [e for e in counted if e.cpu is not None and e.cpu["disturbed"]]
+        chosen = [e for e in counted if e not in disturbed] or counted
+        mean, ci = mean_ci95([self._rate(e) for e in chosen])
         steps = sum(e.counted_steps for e in chosen)
         time_s = math.fsum(e.counted_time_s for e in chosen)
         return ThroughputSummary(
@@ -177,9 +213,12 @@ class ThroughputMeter:
             per_worker_images_per_sec=mean / self.workers,
             step_time_ms_mean=1000.0 * time_s / steps if steps else math.nan,
             epochs_counted=len(chosen),
-            per_epoch=rates,
+            per_epoch=[self._rate(e) for e in counted],
             samples_total=sum(e.counted_samples for e in chosen),
             includes_warmup=includes_warmup,
+            cpu_per_wall=[e.cpu["cpu_per_wall"] if e.cpu else math.nan for e in counted],
+            disturbed_epochs=[e.epoch + 1 for e in disturbed],
+            excluded_epochs=len(counted) - len(chosen),
         )
 
     # ----------------------------------------------------------------- Keras hooks
@@ -191,6 +230,7 @@ class ThroughputMeter:
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
         """Read the clock once at the start of the epoch."""
         self._reset_epoch()
+        self._cpu = self.cpu_clock().start() if self.measure_cpu else None
         self._t_begin = self.clock()
 
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
@@ -230,6 +270,9 @@ class ThroughputMeter:
                 "step_time_ms": step_ms,
                 "warmup": record.warmup,
             }
+            if record.cpu is not None:
+                event.update(cpu_per_wall=record.cpu["cpu_per_wall"],
+                             disturbed=record.cpu["disturbed"])
             for key, value in (logs or {}).items():
                 event.setdefault(key, value)
             print(dumps(event), file=out, flush=True)
