@@ -154,10 +154,15 @@ def test_disturbed_epoch_is_flagged_and_left_out_of_the_mean():
     machine = FakeMachine(clock)
     out = io.StringIO()
     m = meter(clock, 10, warmup_epochs=0, json_lines=True, stream=out,
-              cpu_clock=machine.cpu_clock, measure_cpu=True)
+              cpu_clock=machine.cpu_clock, measure_cpu=True, exclude_disturbed=True)
+    kept = meter(clock, 10, warmup_epochs=0, cpu_clock=machine.cpu_clock, measure_cpu=True)
     for epoch, (busy, step) in enumerate([(1.9, 0.1), (1.0, 0.2), (1.9, 0.1)]):
-        run_epoch(m, clock, epoch, [step] * 10, machine=(machine, busy))  # epoch 2: one core
+        for each in (m, kept):
+            run_epoch(each, clock, epoch, [step] * 10, machine=(machine, busy))  # 2: one core
     s = m.summary()
+    k = kept.summary()  # default: flagged, but the mean and the epoch count stay as they were
+    assert k.disturbed_epochs == [2] and k.excluded_epochs == 0 and k.epochs_counted == 3
+    assert k.images_per_sec_mean == pytest.approx(250 / 3)
     assert s.per_epoch == pytest.approx([100.0, 50.0, 100.0])
     assert s.cpu_per_wall == pytest.approx([1.9, 1.0, 1.9])
     assert s.disturbed_epochs == [2] and s.excluded_epochs == 1 and s.epochs_counted == 2
@@ -170,7 +175,8 @@ def test_disturbed_epoch_is_flagged_and_left_out_of_the_mean():
 def test_all_epochs_disturbed_keeps_them_all_and_says_so():
     clock = FakeClock()
     machine = FakeMachine(clock)
-    m = meter(clock, 10, warmup_epochs=0, cpu_clock=machine.cpu_clock, measure_cpu=True)
+    m = meter(clock, 10, warmup_epochs=0, cpu_clock=machine.cpu_clock, measure_cpu=True,
+              exclude_disturbed=True)
     for epoch in range(2):
         run_epoch(m, clock, epoch, [0.1] * 10, machine=(machine, 0.5))
     s = m.summary()

@@ -10,7 +10,7 @@ where 76 % was true. The Keras callback built on it is
 Every epoch is also timed in CPU seconds (:class:`course_lib.training.cpuclock.CpuClock`): an
 epoch in which the process got far fewer cores than it should (other load, or TensorFlow's pool
 running on one thread: benchmarks/README.md, "The factor-of-two mode") is flagged ``disturbed``
-and left out of the mean, with the count reported.
+(summary and epoch event) and, with ``exclude_disturbed=True``, left out of the mean.
 
 Introduced in notebooks/02_mirrored_strategy.ipynb.
 """
@@ -48,8 +48,8 @@ class ThroughputSummary:
         cpu_per_wall: CPU seconds / wall seconds of each epoch of ``per_epoch`` (NaN when not
             measured): about the number of cores the epoch kept busy.
         disturbed_epochs: 1-based numbers of the epochs of ``per_epoch`` judged disturbed.
-        excluded_epochs: How many of those were left out of the mean (none when every epoch
-            was disturbed: then the mean is over all of them, and is itself suspect).
+        excluded_epochs: How many of those were left out of the mean (``exclude_disturbed``;
+            none when every epoch was disturbed: then the mean is over all of them, suspect).
     """
 
     images_per_sec_mean: float
@@ -110,6 +110,8 @@ class ThroughputMeter:
             only with the real clock (a fake clock's epochs have no CPU time to compare).
         expected_cpus: Cores this process should keep busy (default: the CPUs it may run on;
             a Horovod worker pinned to 1 thread: 1).
+        exclude_disturbed: Leave disturbed epochs out of the mean (if any other is left).
+            Off by default so that the printed epoch count stays the same from run to run.
         cpu_clock: Makes the per-epoch :class:`CpuClock` (injected in tests).
 
     Raises:
@@ -121,7 +123,7 @@ class ThroughputMeter:
                  json_lines: bool = False, verbose: bool = True,
                  clock: Callable[[], float] = time.perf_counter,
                  stream: TextIO | None = None, measure_cpu: bool | None = None,
-                 expected_cpus: float | None = None,
+                 expected_cpus: float | None = None, exclude_disturbed: bool = False,
                  cpu_clock: Callable[[], CpuClock] | None = None) -> None:
         super().__init__()
         spe = 1 if samples_per_epoch is None else samples_per_epoch
@@ -143,6 +145,7 @@ class ThroughputMeter:
         self.measure_cpu = (clock is time.perf_counter) if measure_cpu is None else measure_cpu
         self.cpu_clock = cpu_clock or (lambda: CpuClock(expected_cpus=expected_cpus,
                                                         cpu_time=_own_cpu_s))
+        self.exclude_disturbed = exclude_disturbed
         self._cpu: CpuClock | None = None
         self.epochs: list[_Epoch] = []
         self._reset_epoch()
@@ -203,7 +206,9 @@ class ThroughputMeter:
             counted = [e for e in self.epochs if e.counted_steps > 0]
             includes_warmup = bool(counted)
         disturbed = [e for e in counted if e.cpu is not None and e.cpu["disturbed"]]
-        chosen = [e for e in counted if e not in disturbed] or counted
+        chosen = counted
+        if self.exclude_disturbed:
+            chosen = [e for e in counted if e not in disturbed] or counted
         mean, ci = mean_ci95([self._rate(e) for e in chosen])
         steps = sum(e.counted_steps for e in chosen)
         time_s = math.fsum(e.counted_time_s for e in chosen)
