@@ -30,6 +30,7 @@ from pathlib import Path
 
 import nbformat
 from nbconvert import HTMLExporter
+from nbconvert.filters.markdown_mistune import markdown2html_mistune
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
@@ -133,7 +134,7 @@ def _script_page(path: Path, pages: list[Page]) -> str:
 
 
 def _index_page(pages: list[Page], scripts: list[Path]) -> str:
-    items = "".join(f'<li><a href="{p.html_name}">{html.escape(p.title)}</a><br>{html.escape(p.summary)}</li>'
+    items = "".join(f'<li><a href="{p.html_name}">{html.escape(p.title)}</a>{markdown2html_mistune(p.summary)}</li>'
                     for p in pages)
     script_items = "".join(f'<li><a href="scripts/{s.name}.html">{s.name}</a> '
                            f'(<a href="scripts/{s.name}.txt">text</a>)</li>' for s in scripts)
