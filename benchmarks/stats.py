@@ -33,6 +33,7 @@ __all__ = [
     "overhead_pct",
     "interleaved_schedule",
     "goal_met",
+    "goal_verdict",
     "parse_only",
     "check_repeats",
     "fmt",
@@ -211,6 +212,58 @@ def goal_met(value: float, op: str, target: float) -> bool | None:
     return value >= target if op == ">=" else value <= target
 
 
+MET, NOT_MET, NOT_RESOLVED = "met", "NOT met", "not resolved"
+
+
+def goal_verdict(value: float, spread: tuple[float, float] | None, op: str, target: float, *,
+                 floor: float | None = None, margin: float | None = None) -> str:
+    """Whether a goal is met *and resolved* by the spread of the measurement.
+
+    ``met`` needs the median on the right side of ``target`` and the whole spread (min–max of
+    the samples or of the per-round ratios) too: for ``">="`` min >= ``floor`` (default
+    ``target``), for ``"<="`` max <= ``target``; with ``margin``, also the spread within
+    ``[-margin, +margin]`` (an overhead whose rounds read -50 % .. +98 % resolves nothing).
+    ``NOT met`` needs the median on the wrong side and the spread not reaching the target
+    (for ``">="`` max < target, for ``"<="`` min > target). Anything else: ``not resolved``.
+
+    Args:
+        value: The headline figure (median or ratio of medians), in the goal's unit.
+        spread: ``(min, max)``; None for a single measurement (judged by ``value`` alone).
+        op: ``">="`` or ``"<="``.
+        target: The goal.
+        floor: ``">="`` only: the lowest acceptable round (e.g. median >= 97 %, every round
+            >= 93 %).
+        margin: Largest acceptable distance of any round from zero (overheads).
+
+    Returns:
+        ``"met"``, ``"NOT met"``, ``"not resolved"``, or ``""`` when not measured.
+
+    Raises:
+        ValueError: ``op`` is not ``">="`` / ``"<="``.
+    """
+    if op not in (">=", "<="):
+        raise ValueError(f"op must be '>=' or '<=', got {op!r}")
+    if not math.isfinite(value):
+        return ""
+    eps = 1e-9 * max(1.0, abs(target))  # 100 * (10.1 / 10 - 1) is 1.0000000000000009
+    good = value >= target - eps if op == ">=" else value <= target + eps
+    if spread is None:
+        return MET if good else NOT_MET
+    lo, hi = spread
+    if op == ">=":
+        resolved_good = lo >= (target if floor is None else floor) - eps
+        resolved_bad = hi < target - eps
+    else:
+        resolved_good, resolved_bad = hi <= target + eps, lo > target + eps
+    if margin is not None and (lo < -margin - eps or hi > margin + eps):
+        resolved_good = False
+    if good and resolved_good:
+        return MET
+    if not good and resolved_bad:
+        return NOT_MET
+    return NOT_RESOLVED
+
+
 def check_repeats(repeats: object) -> int:
     """Return ``repeats`` if it is an int >= 1, else raise :class:`BenchOptionError`."""
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
@@ -265,7 +318,9 @@ class Row:
         unit: ``"img/s"``, ``"x"``, ``"%"``, ``"s"`` ....
         n: Samples behind the figure.
         goal: Goal text, e.g. ``">= 95 %"``; empty if none.
-        met: Whether the goal was met (None: no goal or not measured).
+        met: Whether the goal was met (None: no goal, not measured, or not resolved).
+        verdict: ``"met"`` / ``"NOT met"`` / ``"not resolved"`` (:func:`goal_verdict`);
+            empty: the goal column falls back to ``met``.
         note: Anything the reader must know (skipped, measured under load, ...).
         digits: Decimals shown.
     """
@@ -280,6 +335,7 @@ class Row:
     met: bool | None = None
     note: str = ""
     digits: int = 0
+    verdict: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict."""
@@ -315,7 +371,9 @@ def render_table(rows: Sequence[Row]) -> str:
             spread = "—" if row.spread is None else (
                 f"{fmt(row.spread[0], row.digits)}–{fmt(row.spread[1], row.digits, unit=row.unit)}")
         goal = row.goal
-        if row.goal and row.met is not None:
+        if row.goal and row.verdict:
+            goal = f"{row.goal}: {row.verdict}"
+        elif row.goal and row.met is not None:
             goal = f"{row.goal}: {'met' if row.met else 'NOT met'}"
         lines.append(f"| {row.section} | {_cell(row.measurement)} | {value} | {spread} | {row.n} | "
                      f"{_cell(goal)} | {_cell(row.note)} |")

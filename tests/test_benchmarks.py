@@ -76,10 +76,35 @@ def test_ratio_row_uses_medians_and_per_round_spread():
                            divide_by=2, goal=">= 95 %", goal_value=95.0)
     assert row.value == pytest.approx(95.0)
     assert row.spread == pytest.approx((90.0, 100.0))
-    assert row.unit == "%" and row.n == 3 and row.met is True
+    # the median meets the goal, a round does not: the spread does not resolve it
+    assert row.unit == "%" and row.n == 3 and row.met is None and row.verdict == "not resolved"
+    floored = report.ratio_row("1", "eff", [180.0, 190.0, 200.0], [100.0, 100.0, 100.0],
+                               divide_by=2, goal=">= 95 %", goal_value=95.0, goal_floor=90.0)
+    assert floored.met is True and floored.verdict == "met"
     below = report.ratio_row("1", "eff", [180.0, 188.0], [100.0, 100.0], divide_by=2,
                              goal=">= 95 %", goal_value=95.0)
-    assert below.met is False  # a goal can fail
+    assert below.met is False and below.verdict == "NOT met"  # a goal can fail
+    assert "| >= 95 %: NOT met |" in stats.render_table([below])
+
+
+@pytest.mark.parametrize("value, spread, op, target, kw, expected", [
+    (97.5, (95.0, 99.0), ">=", 97.0, {"floor": 93.0}, "met"),
+    (97.5, (92.0, 99.0), ">=", 97.0, {"floor": 93.0}, "not resolved"),  # a round below floor
+    (96.0, (95.0, 98.0), ">=", 97.0, {"floor": 93.0}, "not resolved"),  # median below
+    (93.7, (89.4, 96.1), ">=", 97.0, {"floor": 93.0}, "NOT met"),  # 2026-11-21's course row
+    (93.7, (89.4, 96.1), ">=", 95.0, {}, "not resolved"),
+    (87.0, (82.4, 94.7), ">=", 95.0, {}, "NOT met"),
+    (-13.14, (-50.34, 98.03), "<=", 1.0, {"margin": 1.0}, "not resolved"),  # 2026-11-21's row 4
+    (0.4, (-0.6, 0.9), "<=", 1.0, {"margin": 1.0}, "met"),
+    (0.4, (-1.6, 0.9), "<=", 1.0, {"margin": 1.0}, "not resolved"),
+    (3.0, (1.5, 4.0), "<=", 1.0, {"margin": 1.0}, "NOT met"),
+    (1.0000000000000009, (0.0, 1.0000000000000009), "<=", 1.0, {"margin": 1.0}, "met"),
+    (700.0, None, "<=", 600.0, {}, "NOT met"),
+    (500.0, None, "<=", 600.0, {}, "met"),
+    (float("nan"), None, ">=", 95.0, {}, ""),
+])
+def test_goal_verdict_needs_a_resolving_spread(value, spread, op, target, kw, expected):
+    assert stats.goal_verdict(value, spread, op, target, **kw) == expected
 
 
 def test_section1_rows_efficiency_and_ceiling():
@@ -102,6 +127,11 @@ def test_section4_overhead_and_goal():
     overhead = rows[-1]
     assert overhead.value == pytest.approx(0.5) and overhead.met is True
     assert overhead.spread == pytest.approx((0.0, 1.0))
+    # 2026-11-21: 3.04 s vs 2.64 s medians, rounds at 5.12 s on either side: not resolved
+    noisy = report.section4_rows({"without": [2.58, 5.12, 3.04, 2.6, 2.59],
+                                  "with": [5.12, 2.54, 2.64, 2.62, 2.6]})[-1]
+    assert noisy.met is None and noisy.verdict == "not resolved"
+    assert "not resolved" in stats.render_table([noisy])
     assert report.section4_rows({}) == []
 
 
