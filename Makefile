@@ -1,6 +1,9 @@
 # Hands-on distributed deep learning with TensorFlow — the course's commands.
 #   make lab    set up what the notebooks need, then start JupyterLab on the course folder (opens 00_setup)
 #   make test   set up everything, then lint, type-check and run the whole test suite (what CI runs)
+#   make student  the learner edition in build/student/ (no instructor/, no tests/)
+#   make site     the course website in build/site/ (static HTML of the committed outputs, offline)
+#   make room     a JupyterHub for a room on this machine (as root; see classroom/README.md)
 # Other targets: setup, doctor, notebooks (re-execute and commit-ready outputs), bench, clean.
 
 SHELL := /bin/bash
@@ -12,7 +15,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 PORT ?= 8888
 PYTEST_ARGS ?=
 
-.PHONY: setup lab test lint typecheck mutants test-unit test-notebooks doctor notebooks bench clean
+.PHONY: setup lab test lint typecheck mutants test-unit test-notebooks doctor notebooks bench clean student site room
 
 setup:
 	@bash tools/setup.sh
@@ -52,6 +55,23 @@ notebooks: setup
 
 bench: setup
 	$(PY) benchmarks/run.py
+
+# The learner edition: notebooks without solution cells, course_lib, scripts, set-up (tools/student.py).
+student: setup
+	$(PY) tools/student.py
+
+# The course website from the committed outputs, never executed; works offline (tools/site.py).
+site: setup
+	$(PY) tools/site.py
+
+# One server and workspace per learner (classroom/README.md), e.g.
+#   sudo COURSE_ROOM_USERS=ana,ben COURSE_ROOM_PASSWORD='a-long-password' make room
+ROOM_DATA := $(CURDIR)/build/room-data/tensorflow_datasets
+room: setup student
+	@mkdir -p $(ROOM_DATA)
+	@TFDS_DATA_DIR=$(ROOM_DATA) $(PY) -m course_lib prepare-data
+	@chmod -R a+rX $(CURDIR)/build/room-data
+	$(COURSE_VENV)/bin/jupyterhub -f $(CURDIR)/classroom/jupyterhub_config.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

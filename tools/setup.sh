@@ -17,12 +17,12 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=${COURSE_VENV:-$ROOT/.venv}
 CONSTRAINTS=$ROOT/requirements/constraints.txt
-APT_PACKAGES=(g++ cmake make libopenmpi-dev openmpi-bin dataset-fashion-mnist chromium)
+APT_PACKAGES=(g++ cmake make libopenmpi-dev openmpi-bin dataset-fashion-mnist chromium nodejs npm)
 # COURSE_PROFILE=learner (make lab): what the notebooks need, without the test-only pieces (Chromium,
 # Playwright, nbval, pytest, linters); full (default, make test): everything.
 PROFILE=${COURSE_PROFILE:-full}
 case "$PROFILE" in
-    full) EXTRAS=lab,test ;;
+    full) EXTRAS=lab,test,room ;;
     learner) EXTRAS=lab; APT_PACKAGES=(g++ cmake make libopenmpi-dev openmpi-bin dataset-fashion-mnist) ;;
     *) printf '[setup] ERROR: COURSE_PROFILE=%s: use learner (make lab) or full (make test)\n' "$PROFILE" >&2; exit 1 ;;
 esac
@@ -66,7 +66,10 @@ elif [ "${COURSE_GPU:-}" != 0 ] && command -v nvidia-smi >/dev/null; then
     if grep -q '^GPU ' <<<"$gpus"; then variant=gpu; else say "nvidia-smi found no GPU: $gpus"; fi
 fi
 
-stamp_id=$( { cat "$CONSTRAINTS" "$ROOT/pyproject.toml" "${BASH_SOURCE[0]}" "$ROOT/tools/jupyterlab-overrides.json"; echo "$variant"; } | sha256sum | cut -c1-16)
+# The room's proxy lock counts when present (the learner edition ships without classroom/).
+ROOM_LOCK=()
+[ -f "$ROOT/classroom/package-lock.json" ] && ROOM_LOCK=("$ROOT/classroom/package-lock.json")
+stamp_id=$( { cat "$CONSTRAINTS" "$ROOT/pyproject.toml" "${BASH_SOURCE[0]}" "$ROOT/tools/jupyterlab-overrides.json" "${ROOM_LOCK[@]}"; echo "$variant"; } | sha256sum | cut -c1-16)
 STAMP=$VENV/.course-setup-$stamp_id-$PROFILE
 if [ "$PROFILE" = learner ] && [ -f "$VENV/.course-setup-$stamp_id-full" ]; then
     STAMP=$VENV/.course-setup-$stamp_id-full  # a full set-up includes everything the learner needs
@@ -80,8 +83,11 @@ fi
 if [ ! -x "$VENV/bin/python" ]; then
     py=${PYTHON:-}
     if [ -z "$py" ]; then
-        for cand in python3.11 python3; do
-            if command -v "$cand" >/dev/null && "$cand" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+        # A system-wide interpreter first: a room's learner accounts (make room) must be able to run the
+        # venv's Python, and a pyenv Python under a private home (/root is 0700) is out of their reach.
+        for cand in /usr/bin/python3.11 /usr/local/bin/python3.11 python3.11 python3; do
+            if command -v "$cand" >/dev/null \
+                    && "$cand" -c 'import sys, ensurepip, venv; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null; then
                 py=$cand; break
             fi
         done
@@ -129,6 +135,22 @@ fi
 # No news or update pop-ups in the lab: they need the internet and distract a room of learners.
 mkdir -p "$VENV/share/jupyter/lab/settings"
 cp "$ROOT/tools/jupyterlab-overrides.json" "$VENV/share/jupyter/lab/settings/overrides.json"
+
+# --- 5b. the room's proxy (make room, full profile): configurable-http-proxy, pinned by classroom/package-lock.json
+if [ "$PROFILE" = full ] && [ -f "$ROOT/classroom/package-lock.json" ]; then
+    PROXY_DIR=$ROOT/build/classroom-proxy
+    if [ -x "$PROXY_DIR/node_modules/.bin/configurable-http-proxy" ] \
+            && cmp -s "$ROOT/classroom/package-lock.json" "$PROXY_DIR/package-lock.json"; then
+        say "configurable-http-proxy already installed"
+    elif command -v npm >/dev/null; then
+        mkdir -p "$PROXY_DIR"
+        cp "$ROOT/classroom/package.json" "$ROOT/classroom/package-lock.json" "$PROXY_DIR/"
+        (cd "$PROXY_DIR" && npm ci --no-audit --no-fund --omit=dev --loglevel=error) \
+            || die "npm ci of configurable-http-proxy failed (see above); make room needs it"
+    else
+        say "WARNING: npm not found: make room (and tests/test_room.py) need it: sudo apt-get install -y nodejs npm"
+    fi
+fi
 
 # --- 6. the data, prepared once for tfds (notebooks then start at once) ----------------------------------
 "$VENV/bin/python" -m course_lib prepare-data \
