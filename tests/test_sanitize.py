@@ -87,6 +87,9 @@ MUST_MATCH = [
     ("at 0x7f3a2b1c", "at 0x55d0e1"),
     ("run at 2026-11-21 13:57:31", "run at 2027-01-02T08:00:00.123"),
     ("Horovod (Gloo): faster", "Horovod (Gloo): cannot tell"),
+    ("One epoch = one pass\nepoch 1: 4096 images\n",
+     "One epoch = one pass\nwaiting for 2 of 2 slots: position 4 in line; held by root (pid 21828, x.py, 2 workers, "
+     "running 0 s); estimate: a slot frees within 300 s at the latest\nepoch 1: 4096 images\n"),
     ("MirroredStrategy over 1 replica(s): ['/job:localhost/replica:0/task:0/device:CPU:0']",
      "MirroredStrategy over 1 replica(s): ['/job:localhost/replica:0/task:0/device:GPU:0']"),
 ]
