@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from benchmarks import machine, report, stats  # noqa: E402
+from benchmarks import machine, report, rounds, stats  # noqa: E402
 from benchmarks.stats import BenchOptionError, Row  # noqa: E402
 
 SECTIONS = ("1", "1x", "2", "3", "4", "5", "6", "7", "8", "10")
@@ -58,6 +58,7 @@ class Settings:
     images: int
     quick: bool
     timeout_s: float = 600.0
+    max_extra_rounds: int = 0
 
 
 def make_settings(quick: bool, repeats: int | None) -> Settings:
@@ -74,6 +75,8 @@ def make_settings(quick: bool, repeats: int | None) -> Settings:
                             quick=False)
     if repeats is not None:
         settings.repeats = stats.check_repeats(repeats)
+    # Disturbed rounds are re-run, at most half as many again (the 20-minute budget of make bench).
+    settings.max_extra_rounds = 0 if quick else (settings.repeats + 1) // 2
     return settings
 
 
@@ -169,8 +172,9 @@ def _printer(line: str) -> None:
     print(f"    {line}", flush=True)
 
 
-def run_variant(variant: Variant, data_path: Path, timeout_s: float) -> float:
-    """Launch one variant and return its figure (NaN, with the error printed, if it failed).
+def run_variant(variant: Variant, data_path: Path, timeout_s: float) -> rounds.Measurement:
+    """Launch one variant and return its figure (NaN, with the error printed, if it failed)
+    and rank 0's CPU-clock window (None for the idle workload or a failed run).
 
     The figure is images/s (rank 0's ``result`` line) for the training workload, and the mean
     over ranks of the idle CPU share, in % of one core, for the idle workload.
@@ -191,40 +195,49 @@ def run_variant(variant: Variant, data_path: Path, timeout_s: float) -> float:
                                        output=_printer, cwd=REPO)
     except launch.RunFailedError as exc:
         print(f"!! {variant.label} failed: {exc}", file=sys.stderr, flush=True)
-        return math.nan
+        return math.nan, None
     if idle:
         shares = [float(e["cpu_fraction"]) for _, e in result.events if e.get("event") == "idle"]
         if len(shares) != variant.workers:
             print(f"!! {variant.label}: {len(shares)} idle lines for {variant.workers} ranks",
                   file=sys.stderr, flush=True)
-            return math.nan
-        return 100.0 * sum(shares) / len(shares)
+            return math.nan, None
+        return 100.0 * sum(shares) / len(shares), None
     if result.result is None or result.result.get("images_per_sec") is None:
         print(f"!! {variant.label}: no result line in its output", file=sys.stderr, flush=True)
-        return math.nan
-    return float(result.result["images_per_sec"])
+        return math.nan, None
+    return float(result.result["images_per_sec"]), result.result.get("cpu")
 
 
 def run_interleaved(variants: list[Variant], settings: Settings,
-                    data_path: Path) -> dict[str, list[float]]:
-    """Run every variant ``settings.repeats`` times, interleaved; images/s per variant."""
-    samples: dict[str, list[float]] = {v.name: [] for v in variants}
-    by_name = {v.name: v for v in variants}
-    schedule = stats.interleaved_schedule([v.name for v in variants], settings.repeats)
-    for i, (rnd, name) in enumerate(schedule, 1):
-        variant = by_name[name]
-        print(f"[{i}/{len(schedule)}] round {rnd + 1}: {variant.label}", flush=True)
-        samples[name].append(run_variant(variant, data_path, settings.timeout_s))
-    return samples
+                    data_path: Path) -> rounds.RoundsResult:
+    """Run every variant ``settings.repeats`` times, interleaved (a round = every variant once);
+    a round the CPU clock judged disturbed is re-run, at most ``settings.max_extra_rounds``
+    extra rounds in all (:func:`benchmarks.rounds.collect_rounds`)."""
+    stats.interleaved_schedule([v.name for v in variants], settings.repeats)  # checks names
+    budget = settings.repeats + settings.max_extra_rounds
+
+    def run_round(i: int) -> dict[str, rounds.Measurement]:
+        out = {}
+        for j, variant in enumerate(variants, 1):
+            print(f"[round {i + 1} of at most {budget}, {j}/{len(variants)}] {variant.label}",
+                  flush=True)
+            out[variant.name] = run_variant(variant, data_path, settings.timeout_s)
+        return out
+
+    return rounds.collect_rounds(run_round, settings.repeats,
+                                 max_extra=settings.max_extra_rounds, printer=_printer)
 
 
-def run_in_process(command: str, settings: Settings, data_path: Path) -> dict[str, list[float]]:
-    """Run one sub-command of workloads/in_process.py; its samples (empty if it failed)."""
+def run_in_process(command: str, settings: Settings, data_path: Path) -> dict:
+    """Run one sub-command of workloads/in_process.py; its ``samples`` event (empty if it
+    failed): ``variants`` (the samples), ``cpu`` (windows), ``rounds`` (disturbance counts)."""
     from course_lib.runner import launch
 
     args = [command, "--data", str(data_path), "--repeats", str(settings.repeats),
             "--steps", str(settings.inproc_steps), "--batch", str(BATCH),
-            "--images", str(settings.images)]
+            "--images", str(settings.images),
+            "--max-extra-rounds", str(settings.max_extra_rounds)]
     print(f"in-process: {command}", flush=True)
     try:
         result = launch.run_python(IN_PROCESS, args, timeout=settings.timeout_s, output=_printer,
@@ -234,7 +247,8 @@ def run_in_process(command: str, settings: Settings, data_path: Path) -> dict[st
         return {}
     for _, event in result.events:
         if event.get("event") == "samples":
-            return {k: [float(x) for x in v] for k, v in event["variants"].items()}
+            event["variants"] = {k: [float(x) for x in v] for k, v in event["variants"].items()}
+            return event
     return {}
 
 
@@ -350,9 +364,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Machine: {info['cores']} cores, {info['cpu_model']}, GPUs {gpus or 'none'}, load "
           f"{info['load_average']}; sections {', '.join(sections)}", flush=True)
     samples: dict[str, list[float]] = {}
-    inproc: dict[str, dict[str, list[float]]] = {}
+    inproc: dict[str, dict] = {}
     tuning: dict[str, list[float]] = {}
     idle: dict[str, list[float]] = {}
+    cpu: dict[str, dict] = {}  # CPU-clock windows per group of rounds
+    disturbance: dict[str, dict[str, int]] = {}  # section(s) -> rounds run / disturbed / kept
     notebook = (None, None, "not selected")
     allreduce: dict[str, list[dict]] = {}
     with tempfile.TemporaryDirectory(prefix="course-bench-") as tmp:
@@ -363,16 +379,23 @@ def main(argv: list[str] | None = None) -> int:
                               cwd=REPO, timeout=settings.timeout_s)
         variants = launch_variants(sections, settings, cores, gpus)
         if variants:
-            samples = run_interleaved(variants, settings, data_path)
+            got = run_interleaved(variants, settings, data_path)
+            samples, cpu["launched"] = got.samples, {"windows": got.cpu, "log": got.log}
+            launched = "/".join(s for s in ("1", "2", "3", "8") if s in sections)
+            disturbance[launched] = got.info()
         if "1x" in sections:
             tvars = tuning_variants(settings)
-            tuning = run_interleaved(tvars, settings, data_path)
+            got = run_interleaved(tvars, settings, data_path)
+            tuning, cpu["tuning"] = got.samples, {"windows": got.cpu, "log": got.log}
+            disturbance["1x"] = got.info()
             ivars = idle_variants()
-            idle = run_interleaved(ivars, settings, data_path)
+            idle = run_interleaved(ivars, settings, data_path).samples
             tuning_labels = {v.name: v.label for v in tvars + ivars}
         for section, command in (("4", "callback"), ("5", "pipeline"), ("6", "batches")):
             if section in sections:
                 inproc[section] = run_in_process(command, settings, data_path)
+                if inproc[section].get("rounds"):
+                    disturbance[section] = inproc[section]["rounds"]
     if "10" in sections:
         allreduce = run_allreduce_bench(settings)
     if "7" in sections:
@@ -389,11 +412,11 @@ def main(argv: list[str] | None = None) -> int:
     if "3" in sections:
         rows += report.section3_rows(samples, global_batch=BATCH * WORKERS)
     if "4" in sections:
-        rows += report.section4_rows(inproc.get("4", {}))
+        rows += report.section4_rows(inproc.get("4", {}).get("variants", {}))
     if "5" in sections:
-        rows += report.section5_rows(inproc.get("5", {}))
+        rows += report.section5_rows(inproc.get("5", {}).get("variants", {}))
     if "6" in sections:
-        rows += report.section6_rows(inproc.get("6", {}))
+        rows += report.section6_rows(inproc.get("6", {}).get("variants", {}))
     if "7" in sections:
         rows += report.section7_rows(notebook[0], returncode=notebook[1], note=notebook[2])
     if "8" in sections:
@@ -401,6 +424,7 @@ def main(argv: list[str] | None = None) -> int:
                                      "skipped: no GPU on this machine (nvidia-smi lists none)")
     if "10" in sections:
         rows += allreduce_rows(allreduce)
+    rows += [report.disturbance_row(section, counts) for section, counts in disturbance.items()]
 
     load_end = machine.load_average()
     now = datetime.datetime.now()
@@ -410,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
         "settings": settings.__dict__, "course_horovod_env": COURSE_HOROVOD_ENV,
         "wall_time_s": time.perf_counter() - began,
         "samples": {"launched": samples, "tuning": tuning, "idle_cpu_pct": idle,
-                    "in_process": inproc, "allreduce": allreduce,
+                    "in_process": inproc, "allreduce": allreduce, "cpu_clock": cpu,
                     "notebooks": {"seconds": notebook[0], "returncode": notebook[1],
                                   "note": notebook[2]}},
         "rows": [r.to_dict() for r in rows],

@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from benchmarks import machine, report, run, stats  # noqa: E402
+from benchmarks import machine, report, rounds, run, stats  # noqa: E402
 from benchmarks.stats import BenchOptionError, Row  # noqa: E402
 
 
@@ -253,3 +253,46 @@ def test_tuning_and_idle_rows():
     assert "5.0 % of a core" in stats.render_table(idle)
     assert [v.name for v in run.idle_variants()] == ["i_defaults", "i_cycle5", "i_cycle20",
                                                      "i_mpi"]
+
+
+# ----------------------------------------------------------------------------- disturbed rounds
+def _window(disturbed, reason="machine idle 48% > 20%"):
+    return {"disturbed": disturbed, "reasons": [reason] if disturbed else [], "cpu_per_wall": 1.9}
+
+
+def test_collect_rounds_reruns_disturbed_rounds_within_the_bound():
+    # round 1 (0-based) is disturbed on variant B: it is discarded and one more round is run
+    plan = [False, True, False, False]
+    said = []
+
+    def run_round(i):
+        return {"A": (100.0 + i, _window(False)), "B": (50.0 + i, _window(plan[i]))}
+
+    got = rounds.collect_rounds(run_round, 3, printer=said.append)
+    assert got.samples == {"A": [100.0, 102.0, 103.0], "B": [50.0, 52.0, 53.0]}
+    assert (got.attempts, got.disturbed, got.kept_disturbed) == (4, 1, 0)
+    assert got.info() == {"rounds": 3, "attempts": 4, "disturbed": 1, "kept_disturbed": 0}
+    assert "B: machine idle 48% > 20%" in said[0] and got.log[1]["disturbed"] is True
+    row = report.disturbance_row("4", got.info())
+    assert row.value == 1.0 and "4 rounds run for 3 kept; 1 disturbed round(s) discarded" in row.note
+
+
+def test_collect_rounds_keeps_disturbed_rounds_when_the_bound_is_hit():
+    def run_round(i):
+        return {"A": (float(i), _window(i != 2)), "B": (1.0, None)}
+
+    got = rounds.collect_rounds(run_round, 2, max_extra=1, printer=lambda _: None)
+    # 3 rounds run (2 + 1 extra); only round 2 was clean; round 0 is kept to make 2, flagged
+    assert got.samples["A"] == [2.0, 0.0] and got.attempts == 3
+    assert got.disturbed == 2 and got.kept_disturbed == 1
+    assert got.cpu["B"] == [None, None] and got.cpu["A"][1]["disturbed"] is True
+    assert "KEPT" in report.disturbance_row("1", got.info()).note
+    with pytest.raises(ValueError, match="repeats"):
+        rounds.collect_rounds(run_round, 0)
+    with pytest.raises(ValueError, match="max_extra"):
+        rounds.collect_rounds(run_round, 1, max_extra=-1)
+
+
+def test_collect_rounds_without_windows_never_reruns():
+    got = rounds.collect_rounds(lambda i: {"A": (float(i), None)}, 3, printer=lambda _: None)
+    assert got.samples == {"A": [0.0, 1.0, 2.0]} and got.attempts == 3 and got.disturbed == 0

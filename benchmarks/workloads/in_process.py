@@ -9,7 +9,11 @@ Sub-commands (each prints one JSON line ``{"event": "samples", "variants": {name
   of the model consuming it (``fit``).
 * ``batches``: training images/s at several batch sizes (same number of images each).
 
-All measurements use TensorFlow's default threading on the single CPU device (or GPU 0).
+All measurements use TensorFlow's default threading on the single CPU device (or GPU 0),
+unless ``--intra``/``--inter`` set the pool sizes. Every timed ``fit`` is recorded with the CPU
+clock (``course_lib.training.cpuclock``); a round in which any of them was disturbed is re-run,
+within a bound (``benchmarks/rounds.py``), and the event carries the windows (``cpu``) and the
+counts (``rounds``).
 """
 
 from __future__ import annotations
@@ -19,6 +23,11 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
 
 
 def positive_int(text: str) -> int:
@@ -53,6 +62,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.add_argument("--batch-sizes", type=int_list, default=[32, 64, 128, 256, 512])
         p.add_argument("--images", type=positive_int, default=5120,
                        help="batches: images per measurement at every batch size")
+        p.add_argument("--max-extra-rounds", type=int, default=None,
+                       help="re-runs allowed for disturbed rounds (default: --repeats)")
+        p.add_argument("--intra", type=positive_int, default=None, help="intra-op threads")
+        p.add_argument("--inter", type=positive_int, default=None, help="inter-op threads")
     return parser.parse_args(argv)
 
 
@@ -78,7 +91,14 @@ def main(argv: list[str] | None = None) -> int:
 
     import tensorflow as tf
 
+    from benchmarks.rounds import collect_rounds
     from course_lib.training.callbacks import Throughput
+    from course_lib.training.cpuclock import CpuClock
+
+    if args.intra is not None:
+        tf.config.threading.set_intra_op_parallelism_threads(args.intra)
+    if args.inter is not None:
+        tf.config.threading.set_inter_op_parallelism_threads(args.inter)
 
     arrays = np.load(args.data)
     x, y = arrays["x_train"], arrays["y_train"]
@@ -94,6 +114,24 @@ def main(argv: list[str] | None = None) -> int:
         model.fit(ds, epochs=1, steps_per_epoch=steps, callbacks=callbacks, verbose=0)
         return time.perf_counter() - start
 
+    def timed_fit(ds: tf.data.Dataset, steps: int, callbacks: list) -> tuple[float, dict]:
+        """Seconds of one fit, with the CPU clock's window (the threads' CPUs sampled)."""
+        with CpuClock(sample_every_s=0.5) as clock:
+            seconds = fit_seconds(ds, steps, callbacks)
+        return seconds, clock.window.to_dict() if clock.window else None
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+
+    def rounds_of(run_round):  # noqa: ANN001, ANN202 - a local helper
+        return collect_rounds(run_round, args.repeats, max_extra=args.max_extra_rounds,
+                              printer=say)
+
+    def done(got, **fields: object) -> None:  # noqa: ANN001
+        emit(**fields, variants=got.samples, cpu=got.cpu, rounds=got.info(), round_log=got.log,
+             intra_op=tf.config.threading.get_intra_op_parallelism_threads(),
+             inter_op=tf.config.threading.get_inter_op_parallelism_threads())
+
     if args.command == "callback":
         ds = dataset(args.batch)
 
@@ -102,36 +140,40 @@ def main(argv: list[str] | None = None) -> int:
 
         fit_seconds(ds, 5, [])  # trace both paths before measuring
         fit_seconds(ds, 5, meter())
-        runs: dict[str, list[float]] = {"without": [], "with": []}
-        for _ in range(args.repeats):
-            runs["without"].append(fit_seconds(ds, args.steps, []))
-            runs["with"].append(fit_seconds(ds, args.steps, meter()))
-        emit(section="4", unit="s", batch=args.batch, steps=args.steps, variants=runs)
+        got = rounds_of(lambda i: {"without": timed_fit(ds, args.steps, []),
+                                   "with": timed_fit(ds, args.steps, meter())})
+        done(got, section="4", unit="s", batch=args.batch, steps=args.steps)
     elif args.command == "pipeline":
         ds = dataset(args.batch)
         fit_seconds(ds, 5, [])
-        runs = {"pipeline": [], "model": []}
         pipeline_steps = args.steps * 25
-        for _ in range(args.repeats):
+
+        def pipeline_round(i: int) -> dict:
             iterator = iter(ds)
             next(iterator)  # start the pipeline's threads outside the timed part
             start = time.perf_counter()
             for _ in range(pipeline_steps):
                 next(iterator)
-            runs["pipeline"].append(pipeline_steps * args.batch / (time.perf_counter() - start))
-            runs["model"].append(args.steps * args.batch / fit_seconds(ds, args.steps, []))
-        emit(section="5", unit="img/s", batch=args.batch, steps=args.steps,
-             pipeline_steps=pipeline_steps, variants=runs)
+            rate = pipeline_steps * args.batch / (time.perf_counter() - start)
+            seconds, window = timed_fit(ds, args.steps, [])
+            # the pipeline alone is not judged (it need not fill the cores); the model is
+            return {"pipeline": (rate, None), "model": (args.steps * args.batch / seconds, window)}
+
+        done(rounds_of(pipeline_round), section="5", unit="img/s", batch=args.batch,
+             steps=args.steps, pipeline_steps=pipeline_steps)
     else:
         sets = {b: dataset(b) for b in args.batch_sizes}
         for ds in sets.values():
             fit_seconds(ds, 3, [])  # trace every batch shape
-        runs = {str(b): [] for b in args.batch_sizes}
-        for _ in range(args.repeats):
+        def batches_round(i: int) -> dict:
+            out = {}
             for b, ds in sets.items():
                 steps = max(1, args.images // b)
-                runs[str(b)].append(steps * b / fit_seconds(ds, steps, []))
-        emit(section="6", unit="img/s", images=args.images, variants=runs)
+                seconds, window = timed_fit(ds, steps, [])
+                out[str(b)] = (steps * b / seconds, window)
+            return out
+
+        done(rounds_of(batches_round), section="6", unit="img/s", images=args.images)
     return 0
 
 

@@ -109,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         "intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
         "inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
         "affinity": sorted(os.sched_getaffinity(0)),
-        "env": {k: v for k, v in os.environ.items() if k.startswith(("TF_", "OMP_"))},
+        "env": {k: v for k, v in os.environ.items()
+                if k.startswith(("TF_NUM", "TF_ENABLE", "TF_INTRA", "TF_INTER", "OMP_", "KMP_"))},
     }), flush=True)
     return 0
 

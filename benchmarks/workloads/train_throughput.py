@@ -6,7 +6,9 @@ devices for MirroredStrategy). The model, loss, optimizer and input pipeline are
 
 Measurement: one ``fit`` of ``--warmup-steps + --steps`` steps; the clock is read at the end of
 every step, and images/s = ``steps * global_batch / (t[last] - t[last warm-up step])``. Rank 0
-prints one JSON line ``{"event": "result", "images_per_sec": ..., ...}``.
+prints one JSON line ``{"event": "result", "images_per_sec": ..., "cpu": {...}, ...}``, where
+``cpu`` is rank 0's CPU-clock window over the timed steps (``course_lib.training.cpuclock``:
+expected cores = its intra-op threads, or cores / workers on this host without pinning).
 """
 
 from __future__ import annotations
@@ -70,6 +72,17 @@ def main(argv: list[str] | None = None) -> int:
 
     import tensorflow as tf
 
+    from course_lib.training.cpuclock import CpuClock
+
+    cores = len(os.sched_getaffinity(0))
+    expected = float(args.threads) if args.threads else max(1.0, cores / local_size)
+    if args.mode == "mirrored":
+        expected = float(args.threads or cores)
+    # The process (with the other ranks on this host) should keep every core busy, unless it
+    # runs fewer threads than there are cores (Horovod -np 1 with 1 thread).
+    cpu_clock = CpuClock(expected_cpus=expected, fills_machine=expected * local_size >= cores,
+                         sample_every_s=0.5)
+
     arrays = np.load(args.data)
     x, y = arrays["x_train"], arrays["y_train"]
     strategy = tf.distribute.MirroredStrategy(names) if args.mode == "mirrored" else None
@@ -104,12 +117,15 @@ def main(argv: list[str] | None = None) -> int:
     class StepClock(tf.keras.callbacks.Callback):
         def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
             stamps.append(time.perf_counter())
+            if len(stamps) == args.warmup_steps:
+                cpu_clock.start()  # the timed steps only
 
     callbacks: list = [StepClock()]
     if hvd is not None:
         callbacks.insert(0, hvd.callbacks.BroadcastGlobalVariablesCallback(0))
     total = args.warmup_steps + args.steps
     model.fit(ds, epochs=1, steps_per_epoch=total, callbacks=callbacks, verbose=0)
+    window = cpu_clock.stop()
     if len(stamps) != total:
         raise RuntimeError(f"expected {total} step timestamps, got {len(stamps)}")
     elapsed = stamps[-1] - stamps[args.warmup_steps - 1]
@@ -123,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             "step_time_ms": 1000.0 * elapsed / args.steps,
             "intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
             "inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
-            "mixed_precision": args.mixed_precision,
+            "mixed_precision": args.mixed_precision, "cpu": window.to_dict(),
         }), flush=True)
     return 0
 
