@@ -296,3 +296,16 @@ def test_collect_rounds_keeps_disturbed_rounds_when_the_bound_is_hit():
 def test_collect_rounds_without_windows_never_reruns():
     got = rounds.collect_rounds(lambda i: {"A": (float(i), None)}, 3, printer=lambda _: None)
     assert got.samples == {"A": [0.0, 1.0, 2.0]} and got.attempts == 3 and got.disturbed == 0
+
+
+def test_bench_sections_environment_variable_chooses_a_subset(monkeypatch):
+    monkeypatch.setenv("BENCH_SECTIONS", "5,4")
+    assert run.parse_args([]).sections == ["4", "5"]
+    assert run.parse_args(["--only", "1"]).sections == ["1"]  # the option wins
+    monkeypatch.setenv("BENCH_SECTIONS", "9")
+    with pytest.raises(SystemExit):
+        run.parse_args([])
+    monkeypatch.delenv("BENCH_SECTIONS")
+    assert run.parse_args([]).sections == list(run.DEFAULT_SECTIONS)
+    settings = run.make_settings(False, 5)
+    assert settings.max_extra_rounds == run.MAX_EXTRA_ROUNDS == 2 and run.make_settings(True, None).max_extra_rounds == 0
