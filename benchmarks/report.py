@@ -18,7 +18,7 @@ from benchmarks.stats import (MET, NOT_MET, Row, efficiency, goal_verdict, media
 LOAD_WARNING = 1.5  # 1-minute load average above which results are flagged
 
 __all__ = ["rate_row", "ratio_row", "section1_rows", "section2_rows", "section3_rows",
-           "section4_rows", "section5_rows", "section6_rows", "section7_rows", "section8_rows",
+           "section4_rows", "section4_cpu_rows", "section5_rows", "section6_rows", "section7_rows", "section8_rows",
            "tuning_rows", "idle_rows", "disturbance_row", "notes", "render_markdown",
            "strict_json", "LABELS", "LOAD_WARNING"]
 
@@ -145,6 +145,30 @@ def section4_rows(samples: Samples, *, goal_pct: float = 1.0) -> list[Row]:
             f"<= {goal_pct:g} %, every round within ±{goal_pct:g} %", _met(verdict),
             "per-round overheads can be negative (noise)", digits=2, verdict=verdict),
     ]
+
+
+def section4_cpu_rows(cpu: Mapping[str, Sequence[Mapping | None]], *,
+                      goal_pct: float = 1.0) -> list[Row]:
+    """The callback overhead in CPU seconds (the CPU clock's ``cpu_s`` of each timed fit).
+
+    CPU time hardly depends on other load (a fit of 40 steps took 5.2-6.0 CPU s while its wall
+    time ranged over 8-41 s on a loaded machine: benchmarks/README.md), so this ratio resolves
+    what the wall-time ratio cannot. It misses a cost that is pure waiting (none expected here).
+    """
+    def cpu_s(name: str) -> list[float]:
+        return [float(w["cpu_s"]) if w else math.nan for w in cpu.get(name, [])]
+
+    if not cpu.get("with") or not cpu.get("without"):
+        return []
+    with_s, without_s = cpu_s("with"), cpu_s("without")
+    value = overhead_pct(median(with_s), median(without_s))
+    rounds = [100.0 * (r - 1.0) for r in paired_ratios(with_s, without_s)]
+    finite = [r for r in rounds if math.isfinite(r)]
+    spread = (min(finite), max(finite)) if finite else None
+    verdict = goal_verdict(value, spread, "<=", goal_pct, margin=goal_pct)
+    return [Row("4", "Throughput callback overhead in CPU time", value, spread, "%", len(finite),
+                f"<= {goal_pct:g} %, every round within ±{goal_pct:g} %", _met(verdict),
+                "CPU seconds of the process: robust to other load", digits=2, verdict=verdict)]
 
 
 def section5_rows(samples: Samples, *, goal_x: float = 10.0) -> list[Row]:

@@ -419,6 +419,7 @@ def main(argv: list[str] | None = None) -> int:
         rows += report.section3_rows(samples, global_batch=BATCH * WORKERS)
     if "4" in sections:
         rows += report.section4_rows(inproc.get("4", {}).get("variants", {}))
+        rows += report.section4_cpu_rows(inproc.get("4", {}).get("cpu", {}))
     if "5" in sections:
         rows += report.section5_rows(inproc.get("5", {}).get("variants", {}))
     if "6" in sections:

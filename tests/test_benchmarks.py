@@ -309,3 +309,20 @@ def test_bench_sections_environment_variable_chooses_a_subset(monkeypatch):
     assert run.parse_args([]).sections == list(run.DEFAULT_SECTIONS)
     settings = run.make_settings(False, 5)
     assert settings.max_extra_rounds == run.MAX_EXTRA_ROUNDS == 2 and run.make_settings(True, None).max_extra_rounds == 0
+
+
+def test_section4_cpu_time_overhead_resolves_what_wall_time_cannot():
+    def w(cpu_s):
+        return {"cpu_s": cpu_s, "disturbed": False}
+
+    # wall times swing 2x; CPU seconds differ by 0.2-0.6 % per round
+    cpu = {"without": [w(5.00), w(5.10), w(4.95)], "with": [w(5.01), w(5.13), w(4.96)]}
+    row = report.section4_cpu_rows(cpu)[0]
+    assert row.value == pytest.approx(100 * (5.01 / 5.00 - 1))
+    assert row.spread == pytest.approx((100 * (5.01 / 5.00 - 1), 100 * (5.13 / 5.10 - 1)))
+    assert row.verdict == "met" and row.met is True and row.n == 3
+    costly = report.section4_cpu_rows({"without": [w(5.0)] * 3, "with": [w(5.2)] * 3})[0]
+    assert costly.verdict == "NOT met"
+    assert report.section4_cpu_rows({}) == []
+    gaps = report.section4_cpu_rows({"without": [w(5.0), None], "with": [w(5.0), w(5.0)]})[0]
+    assert gaps.n == 1
