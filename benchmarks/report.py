@@ -19,7 +19,7 @@ LOAD_WARNING = 1.5  # 1-minute load average above which results are flagged
 
 __all__ = ["rate_row", "ratio_row", "section1_rows", "section2_rows", "section3_rows",
            "section4_rows", "section4_cpu_rows", "section5_rows", "section6_rows", "section7_rows", "section8_rows",
-           "tuning_rows", "idle_rows", "disturbance_row", "notes", "render_markdown",
+           "tuning_rows", "gap_rows", "idle_rows", "disturbance_row", "notes", "render_markdown",
            "strict_json", "LABELS", "LOAD_WARNING"]
 
 Samples = Mapping[str, Sequence[float]]
@@ -228,6 +228,20 @@ def tuning_rows(samples: Samples, labels: Mapping[str, str], baseline: str) -> l
             if k != baseline:
                 rows.append(ratio_row("1x", f"{labels[k]} / {labels[baseline]}", v,
                                       samples[baseline], percent=False))
+    return rows
+
+
+def gap_rows(samples: Samples, labels: Mapping[str, str], *, cores: int,
+             goal_pct: float = 97.0, floor_pct: float = 93.0) -> list[Row]:
+    """Section 1h: each Horovod candidate's img/s and its ratio to the ceiling, with the goal."""
+    rows = [rate_row("1h", labels[k], v) for k, v in samples.items()]
+    if "ceiling" in samples:
+        for k, v in samples.items():
+            if k != "ceiling":
+                rows.append(ratio_row("1h", f"{labels[k]} vs ceiling ({cores} threads, 1 process)",
+                                      v, samples["ceiling"],
+                                      goal=f">= {goal_pct:g} % (every round >= {floor_pct:g} %)",
+                                      goal_value=goal_pct, goal_floor=floor_pct))
     return rows
 
 

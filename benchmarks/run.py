@@ -33,7 +33,7 @@ if str(REPO) not in sys.path:
 from benchmarks import machine, report, rounds, stats  # noqa: E402
 from benchmarks.stats import BenchOptionError, Row  # noqa: E402
 
-SECTIONS = ("1", "1x", "2", "3", "4", "5", "6", "7", "8", "10")
+SECTIONS = ("1", "1x", "1h", "2", "3", "4", "5", "6", "7", "8", "10")
 DEFAULT_SECTIONS = ("1", "2", "3", "4", "5", "6", "7", "8", "10")
 WORKLOADS = REPO / "benchmarks" / "workloads"
 TRAIN = WORKLOADS / "train_throughput.py"
@@ -95,6 +95,7 @@ class Variant:
     env: dict[str, str] = field(default_factory=dict)
     controller: str = "gloo"
     script: Path = TRAIN  # IDLE: % of a core Horovod takes while idle, mean over ranks
+    horovodrun_args: list[str] = field(default_factory=list)
 
 
 def _train_args(settings: Settings, *extra: str) -> list[str]:
@@ -156,6 +157,29 @@ def tuning_variants(settings: Settings) -> list[Variant]:
     ]
 
 
+def gap_variants(settings: Settings, cores: int) -> list[Variant]:
+    """Section 1h (opt-in): candidates to close Horovod's gap to the ceiling on CPU (issue 19),
+    each ``-np 2`` with 1 thread per rank and the course environment, against the ceiling."""
+    base = _train_args(settings, "--mode", "horovod", "--threads", "1")
+    env = dict(COURSE_HOROVOD_ENV)
+    return [
+        Variant("ceiling", report.LABELS["ceiling"], "python",
+                _train_args(settings, "--mode", "single", "--threads", str(cores))),
+        Variant("h_course", "course env (HOROVOD_CYCLE_TIME=5), gloo", "horovod", base, WORKERS,
+                env),
+        Variant("h_pin", "+ one core per rank (sched_setaffinity)", "horovod",
+                base + ["--pin-core"], WORKERS, env),
+        Variant("h_mpi_bind", "MPI, mpirun -bind-to core (--binding-args)", "horovod", base, WORKERS, env,
+                controller="mpi", horovodrun_args=["--binding-args=-bind-to core -map-by core"]),
+        Variant("h_inter2", "+ inter-op threads 2", "horovod", base + ["--inter-op", "2"],
+                WORKERS, env),
+        Variant("h_fp16", "+ fp16 compression of the allreduce", "horovod",
+                base + ["--fp16-allreduce"], WORKERS, env),
+        Variant("h_pin_cycle20", "+ one core per rank, HOROVOD_CYCLE_TIME=20", "horovod",
+                base + ["--pin-core"], WORKERS, {**env, "HOROVOD_CYCLE_TIME": "20"}),
+    ]
+
+
 def idle_variants() -> list[Variant]:
     """Section 1x: CPU share of Horovod's background thread while idle, per setting."""
     args = ["--seconds", "5"]
@@ -191,6 +215,7 @@ def run_variant(variant: Variant, data_path: Path, timeout_s: float) -> rounds.M
         if variant.launcher == "horovod":
             result = launch.run_horovod(variant.script, variant.workers, args,
                                         controller=variant.controller, env=env, timeout=timeout_s,
+                                        extra_horovodrun_args=variant.horovodrun_args,
                                         show="all" if idle else "rank0", output=_printer,
                                         cwd=REPO)
         else:
@@ -362,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
     from course_lib.training.files import atomic_write_json, atomic_write_text
 
     python = sys.executable
-    if {"1", "1x", "3", "10"} & set(sections):
+    if {"1", "1x", "1h", "3", "10"} & set(sections):
         launch.find_horovodrun(python)  # LaunchError before anything runs
     began = time.perf_counter()
     info = machine.describe_machine()
@@ -372,6 +397,7 @@ def main(argv: list[str] | None = None) -> int:
     samples: dict[str, list[float]] = {}
     inproc: dict[str, dict] = {}
     tuning: dict[str, list[float]] = {}
+    gap: dict[str, list[float]] = {}
     idle: dict[str, list[float]] = {}
     cpu: dict[str, dict] = {}  # CPU-clock windows per group of rounds
     disturbance: dict[str, dict[str, int]] = {}  # section(s) -> rounds run / disturbed / kept
@@ -397,6 +423,12 @@ def main(argv: list[str] | None = None) -> int:
             ivars = idle_variants()
             idle = run_interleaved(ivars, settings, data_path).samples
             tuning_labels = {v.name: v.label for v in tvars + ivars}
+        if "1h" in sections:
+            gvars = gap_variants(settings, cores)
+            got = run_interleaved(gvars, settings, data_path)
+            gap, cpu["gap"] = got.samples, {"windows": got.cpu, "log": got.log}
+            gap_labels = {v.name: v.label for v in gvars}
+            disturbance["1h"] = got.info()
         for section, command in (("4", "callback"), ("5", "pipeline"), ("6", "batches")):
             if section in sections:
                 inproc[section] = run_in_process(command, settings, data_path)
@@ -413,6 +445,8 @@ def main(argv: list[str] | None = None) -> int:
     if "1x" in sections:
         rows += report.tuning_rows(tuning, tuning_labels, "x_defaults")
         rows += report.idle_rows(idle, tuning_labels)
+    if "1h" in sections:
+        rows += report.gap_rows(gap, gap_labels, cores=cores)
     if "2" in sections:
         rows += report.section2_rows(samples)
     if "3" in sections:
@@ -440,7 +474,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": info, "load_average_end": load_end, "sections": sections,
         "settings": settings.__dict__, "course_horovod_env": COURSE_HOROVOD_ENV,
         "wall_time_s": time.perf_counter() - began,
-        "samples": {"launched": samples, "tuning": tuning, "idle_cpu_pct": idle,
+        "samples": {"launched": samples, "tuning": tuning, "gap": gap, "idle_cpu_pct": idle,
                     "in_process": inproc, "allreduce": allreduce, "cpu_clock": cpu,
                     "notebooks": {"seconds": notebook[0], "returncode": notebook[1],
                                   "note": notebook[2]}},

@@ -326,3 +326,19 @@ def test_section4_cpu_time_overhead_resolves_what_wall_time_cannot():
     assert report.section4_cpu_rows({}) == []
     gaps = report.section4_cpu_rows({"without": [w(5.0), None], "with": [w(5.0), w(5.0)]})[0]
     assert gaps.n == 1
+
+
+def test_gap_variants_and_rows():
+    settings = run.make_settings(True, None)
+    gap = {v.name: v for v in run.gap_variants(settings, cores=2)}
+    assert list(gap)[0] == "ceiling" and "--pin-core" in gap["h_pin"].args
+    assert gap["h_mpi_bind"].controller == "mpi"
+    # horovodrun puts -bind-to none unless --binding-args replaces it (horovod/runner/mpi_run.py)
+    assert gap["h_mpi_bind"].horovodrun_args == ["--binding-args=-bind-to core -map-by core"]
+    assert "--fp16-allreduce" in gap["h_fp16"].args and gap["h_inter2"].args[-2:] == ["--inter-op", "2"]
+    assert all(v.env.get("HOROVOD_CYCLE_TIME") for v in gap.values() if v.launcher == "horovod")
+    assert run.parse_args(["--only", "1h"]).sections == ["1h"]
+    labels = {"ceiling": "ceiling", "h_pin": "pinned"}
+    rows = report.gap_rows({"ceiling": [2000.0, 2000.0], "h_pin": [1960.0, 1990.0]}, labels, cores=2)
+    assert [r.measurement for r in rows] == ["ceiling", "pinned", "pinned vs ceiling (2 threads, 1 process)"]
+    assert rows[-1].verdict == "met" and rows[-1].value == pytest.approx(98.75)

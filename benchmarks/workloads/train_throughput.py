@@ -45,7 +45,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--warmup-steps", type=positive_int, default=8)
     parser.add_argument("--steps", type=positive_int, default=60)
     parser.add_argument("--mixed-precision", action="store_true")
+    parser.add_argument("--pin-core", action="store_true",
+                        help="pin every thread of this process to core local_rank %% cores "
+                        "(os.sched_setaffinity), before TensorFlow starts its pools")
+    parser.add_argument("--inter-op", type=positive_int, default=None,
+                        help="inter-op threads (overrides configure_worker's 1)")
+    parser.add_argument("--fp16-allreduce", action="store_true",
+                        help="horovod: hvd.Compression.fp16 in the DistributedOptimizer")
     return parser.parse_args(argv)
+
+
+def pin_process(cpu: int) -> None:
+    """Pin every thread of this process (Horovod's background thread included) to ``cpu``;
+    threads created later inherit the affinity."""
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), {cpu})
+        except OSError:  # the thread ended meanwhile
+            pass
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,8 +86,13 @@ def main(argv: list[str] | None = None) -> int:
         names = devices.simulate_devices(args.devices)
     if args.threads is not None:
         devices.configure_worker(local_rank, threads_per_worker=args.threads, local_size=local_size)
+    if args.pin_core:
+        pin_process(sorted(os.sched_getaffinity(0))[local_rank % len(os.sched_getaffinity(0))])
 
     import tensorflow as tf
+
+    if args.inter_op is not None:
+        tf.config.threading.set_inter_op_parallelism_threads(args.inter_op)
 
     from course_lib.training.cpuclock import CpuClock
 
@@ -100,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         model = models.build_model(seed=0, mixed_precision=args.mixed_precision)
         optimizer = tf.keras.optimizers.Adam(1e-3)
         if hvd is not None:
-            optimizer = hvd.DistributedOptimizer(optimizer)
+            compression = hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none
+            optimizer = hvd.DistributedOptimizer(optimizer, compression=compression)
         if args.mixed_precision:
             optimizer = tf.keras.mixed_precision.LossScaleOptimizer(optimizer)
         return models.compile_model(model, optimizer)
