@@ -41,7 +41,10 @@ pin() {  # pin NAME -> version from the constraints file (the one place pins liv
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
     status=$(dpkg-query -W -f='${Status}' "$p" 2>&1 || true)  # a probe: its answer is read, not shown
-    [[ "$status" == *"install ok installed"* ]] || missing+=("$p")
+    [[ "$status" == *"install ok installed"* ]] && continue
+    # Node from another source (NodeSource's nodejs ships npm) satisfies nodejs/npm: Debian's npm would conflict.
+    case "$p" in nodejs) command -v node >/dev/null && continue ;; npm) command -v npm >/dev/null && continue ;; esac
+    missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && [ "${COURSE_SKIP_APT:-0}" != 1 ]; then
