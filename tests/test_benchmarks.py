@@ -198,6 +198,19 @@ def test_workload_rejects_bad_flags_before_tensorflow():
     assert proc.returncode == 2 and "--steps: must be >= 1, got 0" in proc.stderr
 
 
+@pytest.mark.parametrize("flags, message", [
+    (["--calls", "0"], "--calls: must be >= 1, got 0"),
+    (["--affinity", "0,x"], "CPU list like 0,1 expected"),
+    (["--intra", "-1"], "--intra: must be >= 1"),
+])
+def test_probe_rejects_bad_flags_before_tensorflow(flags, message):
+    probe = REPO / "benchmarks" / "workloads" / "probe_two_modes.py"
+    proc = subprocess.run([sys.executable, str(probe), "--data", "x.npz", *flags],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and message in proc.stderr
+    assert "tensorflow" not in proc.stderr.lower()
+
+
 def test_cpu_model_from_cpuinfo_text():
     text = ("processor\t: 0\nmodel name\t: AMD EPYC 7B13\n"
             "processor\t: 1\nmodel name\t: AMD EPYC 7B13\n")
