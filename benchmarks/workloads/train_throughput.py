@@ -148,9 +148,9 @@ def main(argv: list[str] | None = None) -> int:
         callbacks.insert(0, hvd.callbacks.BroadcastGlobalVariablesCallback(0))
     total = args.warmup_steps + args.steps
     model.fit(ds, epochs=1, steps_per_epoch=total, callbacks=callbacks, verbose=0)
-    window = cpu_clock.stop()
     if len(stamps) != total:
         raise RuntimeError(f"expected {total} step timestamps, got {len(stamps)}")
+    window = cpu_clock.stop()
     elapsed = stamps[-1] - stamps[args.warmup_steps - 1]
     rate = args.steps * global_batch / elapsed
     if rank == 0:
