@@ -18,9 +18,10 @@ from benchmarks.stats import (MET, NOT_MET, Row, efficiency, goal_verdict, media
 LOAD_WARNING = 1.5  # 1-minute load average above which results are flagged
 
 __all__ = ["rate_row", "ratio_row", "section1_rows", "section2_rows", "section3_rows",
-           "section4_rows", "section4_cpu_rows", "section5_rows", "section6_rows", "section7_rows", "section8_rows",
-           "tuning_rows", "gap_rows", "idle_rows", "disturbance_row", "notes", "render_markdown",
-           "strict_json", "LABELS", "LOAD_WARNING"]
+           "section4_rows", "section4_cpu_rows", "section5_rows", "section6_rows",
+           "section7_rows", "section8_rows", "tuning_rows", "gap_rows", "idle_rows",
+           "disturbance_row", "with_disturbance_rows", "notes", "render_markdown", "strict_json",
+           "LABELS", "LOAD_WARNING"]
 
 Samples = Mapping[str, Sequence[float]]
 
@@ -267,6 +268,19 @@ def disturbance_row(section: str, info: Mapping[str, int]) -> Row:
         note += f"; {kept} disturbed round(s) KEPT (re-run limit reached): figures suspect"
     return Row(section, "rounds disturbed (CPU clock: idle/steal/CPU share)", float(disturbed),
                None, "", int(info.get("attempts", 0)), note=note)
+
+
+def with_disturbance_rows(rows: list[Row],
+                          disturbance: Mapping[str, Mapping[str, int]]) -> list[Row]:
+    """``rows`` with each group's :func:`disturbance_row` after the last row of its sections
+    (a group key like ``"1/2/3"`` names the sections its rounds served); at the end if none."""
+    out = list(rows)
+    for key, counts in disturbance.items():
+        sections = key.split("/")
+        row = disturbance_row(sections[-1] if len(sections) == 1 else key, counts)
+        last = max((i for i, r in enumerate(out) if r.section in sections), default=len(out) - 1)
+        out.insert(last + 1, row)
+    return out
 
 
 def notes(repeats: int, quick: bool, info: dict, load_end: list[float] | None) -> list[str]:

@@ -465,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
                                      "skipped: no GPU on this machine (nvidia-smi lists none)")
     if "10" in sections:
         rows += allreduce_rows(allreduce)
-    rows += [report.disturbance_row(section, counts) for section, counts in disturbance.items()]
+    rows = report.with_disturbance_rows(rows, disturbance)
 
     load_end = machine.load_average()
     now = datetime.datetime.now()

@@ -355,3 +355,11 @@ def test_gap_variants_and_rows():
     rows = report.gap_rows({"ceiling": [2000.0, 2000.0], "h_pin": [1960.0, 1990.0]}, labels, cores=2)
     assert [r.measurement for r in rows] == ["ceiling", "pinned", "pinned vs ceiling (2 threads, 1 process)"]
     assert rows[-1].verdict == "met" and rows[-1].value == pytest.approx(98.75)
+
+
+def test_disturbance_rows_follow_their_sections():
+    rows = [Row("1", "a"), Row("2", "b"), Row("4", "c"), Row("5", "d")]
+    counts = {"rounds": 5, "attempts": 6, "disturbed": 1, "kept_disturbed": 0}
+    got = report.with_disturbance_rows(rows, {"1/2": counts, "4": counts})
+    assert [(r.section, r.measurement[:6]) for r in got] == [
+        ("1", "a"), ("2", "b"), ("1/2", "rounds"), ("4", "c"), ("4", "rounds"), ("5", "d")]

@@ -34,20 +34,21 @@ def test_read_proc_stat_rejects_a_file_without_cpu_line(tmp_path):
         cpuclock.read_proc_stat(bad)
 
 
-def test_thread_cpus_reads_field_39_even_with_spaces_in_the_name(tmp_path):
+def test_thread_cpus_reads_fields_14_15_and_39_even_with_spaces_in_the_name(tmp_path):
     for tid, cpu in ((11, 0), (12, 1), (13, 1)):
         task = tmp_path / "42" / "task" / str(tid)
         task.mkdir(parents=True)
-        rest = " ".join(str(i) for i in range(3, 39))  # fields 3..38
+        rest = " ".join(str(i) for i in range(3, 39))  # fields 3..38: utime 14, stime 15
         task.joinpath("stat").write_text(f"{tid} (tf worker (x)) {rest} {cpu} 0 0 0\n")
     (tmp_path / "42" / "task" / "14").mkdir()  # a thread that ended: no stat file
-    assert cpuclock.thread_cpus(42, tmp_path) == {0, 1}
-    assert cpuclock.thread_cpus(7, tmp_path) == set()
+    assert cpuclock.thread_cpus(42, tmp_path) == {11: (0, 29), 12: (1, 29), 13: (1, 29)}
+    assert cpuclock.thread_cpus(7, tmp_path) == {}
 
 
 def test_thread_cpus_of_this_process_are_real_cpus():
-    cpus = cpuclock.thread_cpus(os.getpid())
-    assert cpus and cpus <= set(range(os.cpu_count() or 1))
+    threads = cpuclock.thread_cpus(os.getpid())
+    assert os.getpid() in threads  # the main thread's tid is the pid
+    assert {cpu for cpu, _ in threads.values()} <= set(range(os.cpu_count() or 1))
 
 
 class Fake:
@@ -58,8 +59,14 @@ class Fake:
         self.stat = ProcStat(total=0, idle=0, steal=0, procs_running=2)
 
     def clock_kw(self, **kw):
+        self.ticks = 0
+
+        def threads():  # thread 1 keeps running on CPU 0, thread 2 sleeps (last on CPU 1)
+            self.ticks += 1
+            return {1: (0, self.ticks), 2: (1, 5)}
+
         return dict(clock=lambda: self.t, cpu_time=lambda: self.cpu,
-                    stat_reader=lambda: self.stat, cpus_reader=lambda: {0, 1}, **kw)
+                    stat_reader=lambda: self.stat, cpus_reader=threads, **kw)
 
 
 def advance(fake, *, wall, cpu, total, idle, steal=0, running=2):
@@ -125,7 +132,8 @@ def test_sampler_thread_collects_cpus_and_stops():
     time.sleep(0.05)
     advance(fake, wall=1, cpu=2, total=200, idle=0, running=5)
     w = clock.stop()
-    assert w.cpus == [0, 1] and w.procs_running == 5
+    # the sleeping thread's stale CPU 1 is not counted: only threads whose ticks grew
+    assert w.cpus == [0] and w.procs_running == 5
     after = {t.name for t in __import__("threading").enumerate()}
     assert "cpuclock" not in after - before
 

@@ -69,12 +69,15 @@ def read_proc_stat(path: str | Path = "/proc/stat") -> ProcStat:
     return ProcStat(total, idle, steal, max(running, 0))
 
 
-def thread_cpus(pid: int, proc_root: str | Path = "/proc") -> set[int]:
-    """The CPUs the threads of ``pid`` last ran on (field 39 ``processor`` of each task's stat).
+def thread_cpus(pid: int, proc_root: str | Path = "/proc") -> dict[int, tuple[int, int]]:
+    """Each thread of ``pid``: ``{tid: (cpu it last ran on, its user + system ticks)}``.
 
-    Threads that end while being read are skipped.
+    The CPU is field 39 ``processor`` of ``/proc/<pid>/task/<tid>/stat``, the ticks fields 14
+    and 15. A sleeping thread keeps reporting the CPU it last ran on, so :class:`CpuClock`
+    counts a thread's CPU only when its ticks grew since the previous sample. Threads that end
+    while being read are skipped.
     """
-    found: set[int] = set()
+    found: dict[int, tuple[int, int]] = {}
     task_dir = Path(proc_root) / str(pid) / "task"
     try:
         tasks = list(task_dir.iterdir())
@@ -87,8 +90,9 @@ def thread_cpus(pid: int, proc_root: str | Path = "/proc") -> set[int]:
             continue
         # The command name (field 2) may hold spaces: count fields after its closing ')'.
         fields = text.rsplit(")", 1)[1].split()
-        if len(fields) > 36:
-            found.add(int(fields[36]))  # field 39 overall = index 36 after pid and comm
+        if len(fields) > 36 and task.name.isdigit():
+            # field n overall is index n - 3 here: 14 utime, 15 stime, 39 processor
+            found[int(task.name)] = (int(fields[36]), int(fields[11]) + int(fields[12]))
     return found
 
 
@@ -116,8 +120,8 @@ class CpuWindow:
     ``cpu_per_wall`` is how many cores the process tree kept busy on average;
     ``idle_fraction`` / ``steal_fraction`` are machine idle (incl. iowait) / steal jiffies over
     all jiffies of all CPUs; ``procs_running`` is the maximum over the readings; ``cpus`` the
-    CPUs the threads were seen on (empty unless sampled); ``disturbed`` / ``reasons`` the verdict
-    of :func:`judge` against ``expected_cpus``.
+    CPUs the threads were seen running on (empty unless sampled); ``disturbed`` / ``reasons``
+    the verdict of :func:`judge` against ``expected_cpus``.
     """
 
     wall_s: float
@@ -185,7 +189,7 @@ class CpuClock:
                  clock: Callable[[], float] = time.perf_counter,
                  cpu_time: Callable[[], float] | None = None,
                  stat_reader: Callable[[], ProcStat] = read_proc_stat,
-                 cpus_reader: Callable[[], set[int]] | None = None) -> None:
+                 cpus_reader: Callable[[], dict[int, tuple[int, int]]] | None = None) -> None:
         self.pid = os.getpid() if pid is None else pid
         self.expected_cpus = float(expected_cpus) if expected_cpus else float(len(os.sched_getaffinity(0)))
         self.fills_machine = fills_machine
@@ -195,12 +199,17 @@ class CpuClock:
         self.stat_reader = stat_reader
         self.cpus_reader = cpus_reader or (lambda: thread_cpus(self.pid))
         self.window: CpuWindow | None = None
+        self._ticks: dict[int, int] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def _sample(self) -> None:
         self._running.append(self.stat_reader().procs_running)
-        self._cpus |= self.cpus_reader()
+        threads = self.cpus_reader()
+        for tid, (cpu, ticks) in threads.items():
+            if ticks > self._ticks.get(tid, 0):  # it ran since the last sample (or is new)
+                self._cpus.add(cpu)
+        self._ticks = {tid: ticks for tid, (_, ticks) in threads.items()}
 
     def _loop(self) -> None:
         while not self._stop.wait(self.sample_every_s):
@@ -210,6 +219,9 @@ class CpuClock:
         """Read the counters and, if sampling, start the sampler thread."""
         self._running: list[int] = []
         self._cpus: set[int] = set()
+        self._ticks = {}
+        if self.sample_every_s:
+            self._ticks = {tid: ticks for tid, (_, ticks) in self.cpus_reader().items()}
         self._stat0 = self.stat_reader()
         self._running.append(self._stat0.procs_running)
         self._cpu0 = self.cpu_time()
