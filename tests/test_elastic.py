@@ -20,6 +20,10 @@ from test_multiworker import leftovers
 
 SCRIPT = Path(__file__).resolve().parents[1] / "source_code" / "horovod_fmnist_elastic.py"
 EPOCHS = 6
+# The job must also learn. Measured on the 2-core machine (2026-11-21), 2 workers, 6 epochs of
+# 1024 images, NOT interrupted, seeds 1, 42, 7: test accuracy 0.785, 0.793, 0.758, epoch loss
+# 1.53-1.58 -> 0.44-0.49. The kill only changes how many workers share each epoch. Threshold with margin (chance: 0.10):
+MIN_ACCURACY = 0.4
 
 
 @pytest.mark.horovod
@@ -39,5 +43,7 @@ def test_elastic_run_survives_a_killed_worker_and_scales_back_up():
     assert resets[0]["size"] == 1 and resets[0]["epoch"] >= 1  # resumed from a commit
     assert [e["epoch"] for e in result.epochs][-1] == EPOCHS  # the final epoch was reached
     assert result.result["epochs_done"] == EPOCHS
+    assert result.epochs[-1]["loss"] < result.epochs[0]["loss"]  # the loss fell ...
+    assert result.result["test_accuracy"] >= MIN_ACCURACY, result.result  # ... and it learned
     assert len(set(result.digests.values())) == 1
     assert leftovers(mark, result.pids) == []
