@@ -76,6 +76,31 @@ def _processes_of(names: list[str], api_port: int, hub_pid: int) -> list[psutil.
     return found
 
 
+def _open_for_traversal() -> dict[Path, int]:
+    """Open, for traversal only (o+x), the folders that keep learners from the venv's Python; returns old modes.
+
+    The room refuses to start when the learners cannot run the course's Python (classroom/jupyterhub_config.py
+    says so, with the remedies for a real room). On this machine and in CI that Python is pyenv's, under
+    /root (mode 0700), so the test grants what the remedy says for its own duration and restores the exact
+    modes as soon as the room is stopped (also when the test fails).
+    """
+    opened: dict[Path, int] = {}
+    for needed in (VENV / "bin" / "python", VENV / "bin" / "jupyterhub-singleuser", ROOT / "course_lib"):
+        for folder in reversed(needed.resolve().parents):
+            mode = os.stat(folder).st_mode & 0o7777
+            if not mode & 0o001 and folder not in opened:
+                opened[folder] = mode
+                os.chmod(folder, mode | 0o001)
+    return opened
+
+
+def _restore_modes(opened: dict[Path, int]):
+    def restore() -> None:
+        for folder, mode in opened.items():
+            os.chmod(folder, mode)
+    return restore
+
+
 @pytest.fixture(scope="module")
 def room(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     if os.geteuid() != 0:
@@ -102,6 +127,7 @@ def room(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
            "COURSE_ROOM_API_PORT": str(api_port), "COURSE_ROOM_STATE": str(base / "state"),
            "COURSE_STUDENT_DIR": str(base / "student"), "COURSE_VENV": str(VENV)}
     log = base / "hub.log"
+    restore_modes = _restore_modes(_open_for_traversal())
     with log.open("w") as out:
         hub = subprocess.Popen([str(VENV / "bin" / "jupyterhub"), "-f", str(CONFIG)], cwd=base, env=env,
                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -115,7 +141,10 @@ def room(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
         _wait("the hub", hub_ready, 90, log)
         yield info
     finally:
-        problems = _stop(hub, names, api_port)
+        try:
+            problems = _stop(hub, names, api_port)
+        finally:
+            restore_modes()
         for name in names:
             if _user_exists(name):
                 subprocess.run(["userdel", "--remove", name], capture_output=True, timeout=60)
@@ -172,7 +201,10 @@ def _xsrf(session: requests.Session) -> dict[str, str]:
 
 def _start(room: dict, session: requests.Session, name: str) -> None:
     started = session.post(f"{room['url']}/hub/api/users/{name}/server", headers=_xsrf(session), timeout=60)
-    assert started.status_code in (201, 202), f"{name}'s server: {started.status_code} {started.text[:300]}"
+    # Logging in follows the hub's redirect to /hub/spawn, which may already have started the server.
+    already = started.status_code == 400 and "already running" in started.text
+    assert started.status_code in (201, 202) or already, \
+        f"{name}'s server: {started.status_code} {started.text[:300]}"
 
     def ready() -> bool:
         answer = session.get(f"{room['url']}/hub/api/users/{name}", headers=_xsrf(session), timeout=30).json()

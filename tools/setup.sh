@@ -86,9 +86,9 @@ fi
 if [ ! -x "$VENV/bin/python" ]; then
     py=${PYTHON:-}
     if [ -z "$py" ]; then
-        # A system-wide interpreter first: a room's learner accounts (make room) must be able to run the
-        # venv's Python, and a pyenv Python under a private home (/root is 0700) is out of their reach.
-        for cand in /usr/bin/python3.11 /usr/local/bin/python3.11 python3.11 python3; do
+        # A room's learner accounts (make room) must be able to run this Python: a pyenv Python under a
+        # private home (/root is 0700) is out of their reach, and make room says what to do then.
+        for cand in python3.11 python3; do
             if command -v "$cand" >/dev/null \
                     && "$cand" -c 'import sys, ensurepip, venv; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null; then
                 py=$cand; break
