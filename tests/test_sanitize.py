@@ -90,6 +90,8 @@ MUST_MATCH = [
     ("One epoch = one pass\nepoch 1: 4096 images\n",
      "One epoch = one pass\nwaiting for 2 of 2 slots: position 4 in line; held by root (pid 21828, x.py, 2 workers, "
      "running 0 s); estimate: a slot frees within 300 s at the latest\nepoch 1: 4096 images\n"),
+    ("VBox(children=(HBox(children=(IntSlider(value=2, description='workers', max=4, min=1,",
+     "VBox(children=(HBox(children=(IntSlider(value=2, description='workers', max=2, min=1,"),
     ("MirroredStrategy over 1 replica(s): ['/job:localhost/replica:0/task:0/device:CPU:0']",
      "MirroredStrategy over 1 replica(s): ['/job:localhost/replica:0/task:0/device:GPU:0']"),
 ]
