@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from course_lib.training import tfds_cache
 from course_lib.training.files import atomic_write_bytes
 from course_lib.training.fmnist_files import (
     GET_DATA_HINT, IDX_SHA256, SORTED_ROWS_SHA256, DataCorruptError, DataError, DataNotFoundError,
@@ -82,9 +83,12 @@ def _raw_dir_or_none() -> Path | None:
 
 # --------------------------------------------------------------------------- loaders
 def _load_tfds() -> FashionMNIST:
+    data_dir = _tfds_data_dir()
+    cached = tfds_cache.lookup(data_dir)  # a verified copy of an earlier load (no PNG decoding)
+    if cached is not None:
+        return FashionMNIST(**cached)
     import tensorflow_datasets as tfds
 
-    data_dir = _tfds_data_dir()
     manual_dir = data_dir / "downloads" / "manual"
     builder = tfds.builder("fashion_mnist", data_dir=str(data_dir))
     try:
@@ -108,7 +112,9 @@ def _load_tfds() -> FashionMNIST:
             f"{GET_DATA_HINT} Or use load_arrays(source='keras')."
         ) from exc
     (x_train, y_train), (x_test, y_test) = tfds.as_numpy(splits)
-    return FashionMNIST(x_train[..., 0], y_train, x_test[..., 0], y_test)
+    data = FashionMNIST(x_train[..., 0], y_train, x_test[..., 0], y_test)
+    tfds_cache.store(data_dir, {k: np.asarray(v, dtype=np.uint8) for k, v in data._asdict().items()})
+    return data
 
 
 def _load_keras() -> FashionMNIST:
@@ -189,6 +195,9 @@ def _check_content(data: FashionMNIST, source: str) -> None:
                if idx_sha256(array) != IDX_SHA256[stem]]
         where = ", ".join(str(_keras_cache_dir() / f"{stem}.gz") for stem in bad)
         remedy = f"delete {where} and load again (the intact raw files are copied back)"
+    elif tfds_cache.arrays_match(data._asdict()):  # exactly tfds' published order (the fast, strict check)
+        bad = []
+        remedy = ""
     else:  # tfds keeps its own order: compare the order-free digest of each split
         bad = [split for split, x, y in (("train", data.x_train, data.y_train),
                                          ("t10k", data.x_test, data.y_test))

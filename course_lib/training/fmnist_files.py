@@ -23,6 +23,7 @@ __all__ = [
     "IDX_SHA256",
     "IDX_HEADER_BYTES",
     "SORTED_ROWS_SHA256",
+    "TFDS_ARRAYS_SHA256",
     "SYSTEM_DATA_DIRS",
     "GET_DATA_HINT",
     "DataError",
@@ -46,6 +47,14 @@ IDX_HEADER_BYTES: dict[str, int] = {"images": 16, "labels": 8}
 #: sha256 of each split's examples in sorted order (row = 784 pixel bytes + 1 label byte, rows sorted
 #: bytewise): an order-free digest of the same IDX content, for loaders (tfds) that reorder examples.
 #: Computed from the four files of :data:`IDX_SHA256`; tests/test_data.py recomputes it from them.
+# sha256 of each array exactly as tfds 4.9 returns it (its own fixed order; course_lib.training.tfds_cache
+# checks its NumPy copy against these).
+TFDS_ARRAYS_SHA256: dict[str, str] = {
+    "x_train": "d6f7acb83157a75006f04dbae6822f88b1bb1651cef953707c39831d938776a3",
+    "y_train": "d9cabb237f24364b504cbbac96fd14c13e12dfb57fe27ee9e1c469b4539a4b4c",
+    "x_test": "a84f70bc4eaa1b2c5e671e99525a60f9dbe89328fa62013e4aa30ba11800c4df",
+    "y_test": "23f3e82766329d177b7800d1745a355d60ee8031a5c5a684fea01b1983f2d170",
+}
 SORTED_ROWS_SHA256: dict[str, str] = {
     "train": "4bc58f5926b1420d49344d02d6e71205a6644e54f0d302bc45b3918681b3998e",
     "t10k": "81875622ad6afb3e0bbaab6b5725f6f1d7759c18ac59f6306006d04c25bd7d29",

@@ -1,0 +1,84 @@
+"""The verified NumPy copy of tfds' arrays (course_lib.training.tfds_cache): used, checked, never stale."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from course_lib.training import data, tfds_cache
+
+
+@pytest.fixture
+def data_dir(fmnist_tfds, tfds_home, tmp_path, monkeypatch) -> Path:
+    """A private copy of the prepared tfds folder (modification times kept), used by load_arrays."""
+    target = tmp_path / "tensorflow_datasets"
+    shutil.copytree(tfds_home / "tensorflow_datasets" / "fashion_mnist", target / "fashion_mnist")
+    for stale in (target / "fashion_mnist").glob("course-arrays-*.npz"):
+        stale.unlink()
+    monkeypatch.setenv("TFDS_DATA_DIR", str(target))
+    monkeypatch.delenv("COURSE_TFDS_DIR", raising=False)
+    return target
+
+
+def _same(a: data.FashionMNIST, b: data.FashionMNIST) -> bool:
+    return all(np.array_equal(x, y) for x, y in zip(a, b))
+
+
+def test_a_load_writes_the_copy_and_the_next_load_reads_it(data_dir, fmnist_tfds, monkeypatch):
+    assert tfds_cache.lookup(data_dir) is None
+    assert _same(data.load_arrays("tfds"), fmnist_tfds)
+    path = tfds_cache.cache_path(data_dir)
+    assert path is not None and path.is_file() and path.stat().st_mode & 0o004
+    # The second load must not touch tfds at all: make tfds unusable and load again.
+    monkeypatch.setattr(data, "_tfds_data_dir", lambda: data_dir)
+    import builtins
+    real_import = builtins.__import__
+
+    def no_tfds(name, *args, **kwargs):
+        if name.startswith("tensorflow_datasets"):
+            raise AssertionError("tfds was imported although a verified copy exists")
+        return real_import(name, *args, **kwargs)
+    monkeypatch.setattr(builtins, "__import__", no_tfds)
+    assert _same(data.load_arrays("tfds"), fmnist_tfds)
+
+
+def test_an_altered_copy_is_ignored_and_replaced(data_dir, fmnist_tfds):
+    data.load_arrays("tfds")
+    path = tfds_cache.cache_path(data_dir)
+    with np.load(path) as npz:
+        arrays = {k: npz[k].copy() for k in npz.files}
+    arrays["x_test"][7, 14, 14] ^= 1
+    np.savez(path, **arrays)
+    assert tfds_cache.lookup(data_dir) is None  # one flipped pixel: not used
+    assert _same(data.load_arrays("tfds"), fmnist_tfds)  # tfds again, verified, and the copy rewritten
+    assert tfds_cache.lookup(data_dir) is not None
+
+
+def test_a_changed_record_file_changes_the_key(data_dir):
+    data.load_arrays("tfds")
+    before = tfds_cache.cache_path(data_dir)
+    [shard] = (data_dir / "fashion_mnist").glob("*/fashion_mnist-test.tfrecord*")
+    stat = shard.stat()
+    os.utime(shard, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    assert tfds_cache.cache_path(data_dir) != before
+    assert tfds_cache.lookup(data_dir) is None
+
+
+def test_wrong_content_is_never_stored_and_a_read_only_folder_is_no_error(data_dir, fmnist_tfds):
+    arrays = fmnist_tfds._asdict()
+    wrong = {**arrays, "y_train": arrays["y_train"][::-1].copy()}  # same examples, another order
+    assert tfds_cache.store(data_dir, wrong) is None
+    folder = data_dir / "fashion_mnist"
+    folder.chmod(0o555)
+    try:
+        if os.geteuid() == 0:  # root writes anyway: make the write itself fail instead
+            folder.chmod(0o755)
+            (folder / "blocker").mkdir()
+            os.replace(folder / "blocker", folder / tfds_cache.cache_path(data_dir).name)
+        assert tfds_cache.store(data_dir, arrays) is None
+    finally:
+        folder.chmod(0o755)
