@@ -127,7 +127,7 @@ class ControlPanel:
 
         from course_lib.training.devices import plan_workers
 
-        self.plan = plan_workers()  # the same decision as notebook 03's runs (one GPU: 2 share it)
+        self.plan = plan_workers(at_most=2)  # the same decision as notebook 03's runs (one GPU: 2 share it)
         self.workers = w.IntSlider(value=self.plan.workers, min=1,
                                    max=max(2 * self.slots, self.plan.workers), description="workers")
         self.oversubscribe_note = w.HTML()
