@@ -32,7 +32,7 @@ lab:
 NB06 := notebooks/06_beyond_one_machine.ipynb
 
 test: setup lint typecheck
-	$(PY) -m pytest --ignore=$(NB06) $(PYTEST_ARGS)
+	$(PY) -m pytest --durations=25 --ignore=$(NB06) $(PYTEST_ARGS)
 	$(PY) -m pytest $(NB06) $(PYTEST_ARGS)
 
 # ruff (rules in pyproject.toml) over the library, scripts, tests, tools and benchmarks.
