@@ -44,6 +44,7 @@ def test_xfail():
 
 def test_skips_fail_unless_their_reason_is_allowed(tmp_path: Path) -> None:
     shutil.copy(ROOT / "tests" / "conftest.py", tmp_path / "conftest.py")
+    shutil.copy(ROOT / "tests" / "leftovers.py", tmp_path / "leftovers.py")  # the conftest imports it
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     (tmp_path / "test_probes.py").write_text(PROBES)
     (tmp_path / "test_module_skip.py").write_text(
