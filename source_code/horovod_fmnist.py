@@ -122,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         tf.config.set_visible_devices(gpu, "GPU")
         tf.config.experimental.set_memory_growth(gpu, True)
     else:  # Horovod (2/5), CPU: the workers of a host split its cores instead of fighting over them
-        devices.set_cpu_threads(args.threads_per_worker or devices.cores_per_worker(hvd.local_size()))
+        threads = args.threads_per_worker or devices.cores_per_worker(hvd.local_size())
+        devices.set_cpu_threads(threads)
     rank, workers, k = hvd.rank(), hvd.size(), args.backward_passes_per_step
     # Horovod: a control only: --seed-per-rank gives each worker its own initial weights.
     model_seed = args.seed + rank if args.seed_per_rank else args.seed
@@ -177,7 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     test = pipeline.make_dataset(fmnist.x_test, fmnist.y_test, batch_size=256, training=False)
     meter = callbacks.Throughput(arith["step_batch"], samples_per_epoch=arith["samples_per_epoch"],
                                  warmup_epochs=args.throughput_warmup_epochs, workers=workers,
-                                 rank=rank, json_lines=args.json)
+                                 rank=rank, json_lines=args.json,
+                                 # the cores this worker should keep busy: judges a disturbed epoch
+                                 expected_cpus=None if gpus else threads)
     steps_callbacks = [hvd.callbacks.MetricAverageCallback(),  # Horovod: average logged metrics
                        callbacks.ReseedDropout(args.seed),
                        *lr_callbacks(args, hvd, tf, lr, growth, steps, rank)]
