@@ -1,6 +1,6 @@
 """The course website (``make site`` = tools/site.py): every notebook as committed, offline, navigable.
 
-These tests read the HTML; tests/browser/test_site.py opens the same site in Chromium with the network
+These tests read the HTML; tests/browser/test_site_offline.py opens the same site in Chromium with the network
 blocked (what a reader sees, and that no request leaves the machine).
 """
 

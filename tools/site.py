@@ -13,7 +13,7 @@ embedded as ``data:`` URIs; an interactive widget shows a "runs in the lab" note
 previous / next links; the scripts of ``source_code/`` get a highlighted page each (``scripts/NAME.html``)
 and their plain text (``scripts/NAME.py.txt``); a notebook's links to another notebook or to a script
 (`` `source_code/NAME.py` ``) lead to their pages (:func:`local_links`). ``tests/test_site.py`` checks the HTML,
-``tests/browser/test_site.py`` opens it in Chromium with the network blocked.
+``tests/browser/test_site_offline.py`` opens it in Chromium with the network blocked.
 
 Introduced for docs/instructors.md (issue 18); not part of ``course_lib`` (learners do not need it).
 """
