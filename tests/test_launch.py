@@ -11,6 +11,7 @@ from __future__ import annotations
 import _thread
 import os
 import sys
+import signal
 import threading
 import time
 import uuid
@@ -358,6 +359,10 @@ def test_interrupt_from_the_output_callback_cleans_up_and_propagates():
 @needs_horovod
 @pytest.mark.horovod
 def test_interrupt_main_during_an_mpi_run_cleans_up_and_propagates():
+    # _thread.interrupt_main does nothing unless Python's own SIGINT handler is installed: a test
+    # that leaves another handler behind would turn this test into a 120 s timeout, so say so.
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, \
+        f"an earlier test left SIGINT handled by {signal.getsignal(signal.SIGINT)!r}"
     mark = marker()
     started = threading.Event()
 
