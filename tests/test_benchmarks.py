@@ -199,9 +199,9 @@ def test_workload_rejects_bad_flags_before_tensorflow():
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--calls", "0"], "--calls: must be >= 1, got 0"),
+    (["--calls", "0"], "--calls: expected an integer >= 1, got '0'"),
     (["--affinity", "0,x"], "CPU list like 0,1 expected"),
-    (["--intra", "-1"], "--intra: must be >= 1"),
+    (["--intra", "-1"], "--intra: expected an integer >= 1"),
 ])
 def test_probe_rejects_bad_flags_before_tensorflow(flags, message):
     probe = REPO / "benchmarks" / "workloads" / "probe_two_modes.py"

@@ -52,14 +52,7 @@ def test_the_running_lab_lists_code_but_not_solutions(tmp_path: Path) -> None:
         assert {"notebooks", "source_code", "course_lib"} <= names
         assert "instructor" not in names
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
-    assert proc.poll() is not None, "the lab outlived the test"
+        _stop_lab(proc, log)
 
 
 # --- the lab refuses the instructors' folder, whatever the URL (issue 13; issue 18 "not readable") ----------
@@ -156,11 +149,16 @@ def test_the_running_lab_refuses_typed_urls_to_the_solutions(tmp_path: Path) -> 
         assert sorted(p.name for p in (course / "notebooks").iterdir() if not p.name.startswith(".")) == [
             "00_setup.ipynb", "scratch.txt"]
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+        _stop_lab(proc, log)
+
+
+def _stop_lab(proc: subprocess.Popen, log) -> None:
+    """End a lab the test started (SIGTERM, then SIGKILL after 20 s) and close its log."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    log.close()
     assert proc.poll() is not None, "the lab outlived the test"

@@ -29,13 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-
-def positive_int(text: str) -> int:
-    """argparse type: an int >= 1."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+from course_lib.training.flags import positive_int  # noqa: E402  (after the path set-up)
 
 
 def int_list(text: str) -> list[int]:
