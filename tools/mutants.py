@@ -74,8 +74,8 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_scripts.py::test_accumulation_changes_the_weights_every_kth_micro_step",)),
     Mutant("corrupted_pixel", "the loader hands over one flipped pixel",
            "course_lib/training/data.py",
-           "    data = loaders[source]()\n",
-           "    data = loaders[source]()\n    data = data._replace(x_train=data.x_train.copy())\n"
+           "    data, verified = loaders[source]()\n",
+           "    data, verified = loaders[source]()\n    data = data._replace(x_train=data.x_train.copy())\n"
            "    data.x_train[0, 14, 14] ^= 1\n",
            ("tests/test_data.py::test_keras_loader_counts_and_idx_order",)),
     Mutant("verification_off", "loaded arrays are no longer checked against the sha256",

@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from course_lib.training.hardware import cpu_cores
+
 __all__ = ["ProcStat", "CpuWindow", "CpuClock", "read_proc_stat", "thread_cpus",
            "process_tree_cpu_s", "judge"]
 
@@ -176,7 +178,7 @@ class CpuClock:
 
     Args:
         expected_cpus: Cores the workload should keep busy; default: the CPUs this process may
-            run on (``os.sched_getaffinity``).
+            run on (:func:`course_lib.training.hardware.cpu_cores`).
         fills_machine: See :func:`judge`.
         sample_every_s: Sample ``procs_running`` and the threads' CPUs from a background thread
             this often; None: only read at start and stop (cheap, e.g. once per epoch).
@@ -191,7 +193,7 @@ class CpuClock:
                  stat_reader: Callable[[], ProcStat] = read_proc_stat,
                  cpus_reader: Callable[[], dict[int, tuple[int, int]]] | None = None) -> None:
         self.pid = os.getpid() if pid is None else pid
-        self.expected_cpus = float(expected_cpus) if expected_cpus else float(len(os.sched_getaffinity(0)))
+        self.expected_cpus = float(expected_cpus) if expected_cpus else float(cpu_cores())
         self.fills_machine = fills_machine
         self.sample_every_s = sample_every_s
         self.clock = clock
