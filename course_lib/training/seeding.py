@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SeedingError", "configure", "reseed_dropout"]
+__all__ = ["SeedingError", "configure", "fix_cpu_threads", "reseed_dropout"]
 
 
 class SeedingError(RuntimeError):
@@ -39,6 +39,52 @@ def configure(seed: int, *, deterministic: bool = False, resumable_dropout: bool
     tf.keras.utils.set_random_seed(seed)
     if resumable_dropout:
         tf.keras.backend.experimental.enable_tf_random_generator()
+
+
+def fix_cpu_threads(threads: int = 2, *, hide_gpus: bool = True) -> None:
+    """Run this process's TensorFlow on the CPU with thread pools of a fixed size.
+
+    TensorFlow sizes its thread pools by the machine's cores, and the pool size decides how an
+    op splits a sum between threads, so the last bits of the result, and after a few hundred
+    updates the accuracies, depend on the core count: one notebook 04 trial reached validation
+    accuracy 0.706 with 2 threads and 0.693 with 1, on the same CPU. With pools of a fixed size
+    (and no GPU) the numbers are bit-identical on 1, 2 or 16 cores of the same CPU type, so a
+    verdict drawn from them does not change with the machine; a CPU with other vector
+    instructions (AVX-512 vs AVX2) can still change the last bits. On fewer cores than
+    ``threads`` it is slower (the threads take turns), not different.
+
+    Call it before TensorFlow's runtime starts (before the first op or device query).
+
+    Args:
+        threads: Size of the intra-op and of the inter-op pool, >= 1.
+        hide_gpus: Also hide every GPU from TensorFlow (a GPU computes other last bits).
+
+    Raises:
+        ValueError: ``threads`` < 1.
+        RuntimeError: The runtime already started with other settings: restart the kernel and
+            call this first.
+
+    Introduced in notebooks/04_large_batch.ipynb.
+    """
+    import tensorflow as tf
+
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be an int >= 1, got {threads!r}")
+    try:
+        if hide_gpus:
+            tf.config.set_visible_devices([], "GPU")
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+    except RuntimeError as exc:   # already started: fine only if it is already so (a re-run cell)
+        now = (tf.config.threading.get_intra_op_parallelism_threads(),
+               tf.config.threading.get_inter_op_parallelism_threads())
+        if now == (threads, threads) and not (hide_gpus and tf.config.get_visible_devices("GPU")):
+            return
+        raise RuntimeError(
+            f"TensorFlow already started with intra/inter-op threads {now} and GPUs "
+            f"{[d.name for d in tf.config.get_visible_devices('GPU')]}: fix_cpu_threads({threads}) "
+            "must run before the first TensorFlow op. Restart the kernel and run the set-up cell "
+            "first.") from exc
 
 
 def reseed_dropout(model: Any, seed: int, epoch: int) -> int:
