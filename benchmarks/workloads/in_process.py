@@ -11,7 +11,8 @@ Sub-commands (each prints one JSON line ``{"event": "samples", "variants": {name
 
 All measurements use TensorFlow's default threading on the single CPU device (or GPU 0),
 unless ``--intra``/``--inter`` set the pool sizes. Every timed ``fit`` is recorded with the CPU
-clock (``course_lib.training.cpuclock``); a round in which any of them was disturbed is re-run,
+clock (``course_lib.training.cpuclock``), from ``fit``'s start to the end of its last step (the
+iterator's teardown after it is recorded apart, as ``teardown_s`` in the window); a round in which any of them was disturbed is re-run,
 within a bound (``benchmarks/rounds.py``), and the event carries the windows (``cpu``) and the
 counts (``rounds``).
 """
@@ -103,16 +104,34 @@ def main(argv: list[str] | None = None) -> int:
 
     model = models.compile_model(models.build_model(seed=0), tf.keras.optimizers.Adam(1e-3))
 
-    def fit_seconds(ds: tf.data.Dataset, steps: int, callbacks: list) -> float:
+    class StopAtTrainEnd(tf.keras.callbacks.Callback):
+        """Stops the clocks when the last step has ended, inside ``fit``: the tf.data iterator's
+        teardown after it (which can wait up to 2.6 s for the autotuner's thread, the
+        factor-of-two mode of benchmarks/README.md) is timed apart as ``teardown_s``."""
+
+        def __init__(self, cpu: CpuClock | None) -> None:
+            super().__init__()
+            self.cpu, self.end = cpu, None
+
+        def on_train_end(self, logs: dict | None = None) -> None:
+            self.end = time.perf_counter()
+            if self.cpu is not None:
+                self.cpu.stop()
+
+    def fit_seconds(ds: tf.data.Dataset, steps: int, callbacks: list,
+                    cpu: CpuClock | None = None) -> tuple[float, float]:
+        """Seconds of one fit up to the end of its last step, and of the teardown after it."""
+        stopper = StopAtTrainEnd(cpu)
         start = time.perf_counter()
-        model.fit(ds, epochs=1, steps_per_epoch=steps, callbacks=callbacks, verbose=0)
-        return time.perf_counter() - start
+        model.fit(ds, epochs=1, steps_per_epoch=steps, callbacks=[*callbacks, stopper], verbose=0)
+        returned = time.perf_counter()
+        return stopper.end - start, returned - stopper.end
 
     def timed_fit(ds: tf.data.Dataset, steps: int, callbacks: list) -> tuple[float, dict]:
-        """Seconds of one fit, with the CPU clock's window (the threads' CPUs sampled)."""
-        with CpuClock(sample_every_s=0.5) as clock:
-            seconds = fit_seconds(ds, steps, callbacks)
-        return seconds, clock.window.to_dict() if clock.window else None
+        """Seconds of one fit's steps, with the CPU clock's window over the same interval."""
+        clock = CpuClock(sample_every_s=0.5).start()
+        seconds, teardown = fit_seconds(ds, steps, callbacks, clock)
+        return seconds, {**clock.window.to_dict(), "teardown_s": round(teardown, 3)}
 
     def say(line: str) -> None:
         print(line, flush=True)
