@@ -7,7 +7,11 @@ a ``--warmup-steps`` fit first, then ``--calls`` fits of ``--steps`` steps. Per 
 "procs_running", "cpus", "disturbed", ...}``; at the end ``{"event": "probe_summary", ...}`` with
 TensorFlow's intra/inter-op settings. Threading variants: ``--intra``/``--inter`` (explicit pool
 sizes via ``tf.config.threading``), ``--affinity 0,1`` (``os.sched_setaffinity`` before
-TensorFlow starts), ``--spin`` / ``--no-spin`` (``TF_...`` env left to the caller).
+TensorFlow starts). ``--no-autotune`` turns tf.data's autotuning off for the dataset.
+
+Each call also records ``steps_s`` (from ``fit``'s start to ``on_train_end``, i.e. the 40 steps)
+and ``teardown_s`` (from ``on_train_end`` until ``fit`` returns: the tf.data iterator's teardown),
+which is where the slow mode's extra time goes (benchmarks/README.md, "The factor-of-two mode").
 
 How to run:
     .venv/bin/python benchmarks/workloads/in_process.py prepare --out /tmp/fm.npz
@@ -54,6 +58,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--inter", type=positive_int, default=None, help="inter-op threads")
     parser.add_argument("--affinity", type=cpu_list, default=None,
                         help="pin the process (all its threads) to these CPUs, e.g. 0,1")
+    parser.add_argument("--no-autotune", action="store_true",
+                        help="tf.data.Options().autotune.enabled = False for the dataset")
     parser.add_argument("--sample-every", type=float, default=0.2,
                         help="seconds between samples of the threads' CPUs")
     return parser.parse_args(argv)
@@ -79,18 +85,31 @@ def main(argv: list[str] | None = None) -> int:
     arrays = np.load(args.data)
     ds = pipeline.make_dataset(arrays["x_train"], arrays["y_train"], batch_size=args.batch,
                                training=True, seed=0, cache=False).repeat()
+    if args.no_autotune:
+        options = tf.data.Options()
+        options.autotune.enabled = False
+        ds = ds.with_options(options)
+
+    class TrainEnd(tf.keras.callbacks.Callback):
+        def on_train_end(self, logs: dict | None = None) -> None:
+            self.at = time.perf_counter()
+
     model = models.compile_model(models.build_model(seed=0), tf.keras.optimizers.Adam(1e-3))
     model.fit(ds, epochs=1, steps_per_epoch=args.warmup_steps, verbose=0)
     walls, slow = [], 0
     for call in range(args.calls):
         with CpuClock(sample_every_s=args.sample_every) as cpu:
+            end = TrainEnd()
             start = time.perf_counter()
-            model.fit(ds, epochs=1, steps_per_epoch=args.steps, verbose=0)
-            wall = time.perf_counter() - start
+            model.fit(ds, epochs=1, steps_per_epoch=args.steps, verbose=0, callbacks=[end])
+            returned = time.perf_counter()
+            wall = returned - start
         w = cpu.window
         walls.append(wall)
         print(json.dumps({"event": "probe_call", "label": args.label, "call": call + 1,
-                          "wall_s": round(wall, 3),
+                          "wall_s": round(wall, 3), "steps_s": round(end.at - start, 3),
+                          "teardown_s": round(returned - end.at, 3),
+                          "autotune": not args.no_autotune,
                           "images_per_sec": round(args.steps * args.batch / wall, 1),
                           **{k: (round(v, 3) if isinstance(v, float) else v)
                              for k, v in w.to_dict().items() if k != "wall_s"},
@@ -99,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     slow = sum(1 for w in walls if w > 1.5 * med)
     print(json.dumps({
         "event": "probe_summary", "label": args.label, "calls": args.calls,
+        "autotune": not args.no_autotune,
         "median_wall_s": round(med, 3), "calls_over_1.5x_median": slow,
         "intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
         "inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
