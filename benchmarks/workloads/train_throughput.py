@@ -142,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
             stamps.append(time.perf_counter())
             if len(stamps) == args.warmup_steps:
                 cpu_clock.start()  # the timed steps only
+            elif len(stamps) == args.warmup_steps + args.steps:
+                cpu_clock.stop()   # before fit's iterator teardown (benchmarks/README.md)
 
     callbacks: list = [StepClock()]
     if hvd is not None:
@@ -150,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     model.fit(ds, epochs=1, steps_per_epoch=total, callbacks=callbacks, verbose=0)
     if len(stamps) != total:
         raise RuntimeError(f"expected {total} step timestamps, got {len(stamps)}")
-    window = cpu_clock.stop()
+    window = cpu_clock.window
     elapsed = stamps[-1] - stamps[args.warmup_steps - 1]
     rate = args.steps * global_batch / elapsed
     if rank == 0:

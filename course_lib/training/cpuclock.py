@@ -6,8 +6,8 @@ machine's idle and steal time (``/proc/stat``), the number of runnable threads
 (``procs_running``) and, when sampling, which CPUs the process's threads ran on
 (``/proc/<pid>/task/*/stat`` field 39). :func:`judge` turns that into a verdict ``disturbed``:
 the machine took time away (steal), cores sat idle while the workload should have filled them
-(TensorFlow's pool running on one thread: the "factor-of-two mode" of benchmarks/README.md), or
-the workload got far less CPU than the threads it runs.
+(e.g. a wait inside the timed interval: benchmarks/README.md, "The factor-of-two mode", was one),
+or the workload got far less CPU than the threads it runs.
 
 No TensorFlow here; psutil is imported when a clock starts. Introduced in
 notebooks/02_mirrored_strategy.ipynb (through the throughput meter's per-epoch CPU/wall).

@@ -8,8 +8,8 @@ where 76 % was true. The Keras callback built on it is
 :class:`course_lib.training.callbacks.Throughput`.
 
 Every epoch is also timed in CPU seconds (:class:`course_lib.training.cpuclock.CpuClock`): an
-epoch in which the process got far fewer cores than it should (other load, or TensorFlow's pool
-running on one thread: benchmarks/README.md, "The factor-of-two mode") is flagged ``disturbed``
+epoch in which the process got far fewer cores than it should (other load, or a wait with the
+cores idle, like the one in benchmarks/README.md, "The factor-of-two mode") is flagged ``disturbed``
 (summary and epoch event) and, with ``exclude_disturbed=True``, left out of the mean.
 
 Introduced in notebooks/02_mirrored_strategy.ipynb.
