@@ -25,6 +25,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any, Sequence
 
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
@@ -69,6 +70,29 @@ def emit(**fields: object) -> None:
     print(json.dumps({"event": "samples", **fields}), flush=True)
 
 
+def fit_steps_and_teardown(model: Any, ds: Any, steps: int, callbacks: Sequence[Any] = (),
+                           cpu: Any = None) -> tuple[float, float]:
+    """One ``fit(ds, steps)``: seconds up to the end of its last step, and of the teardown after it.
+
+    The clock (and ``cpu``, a started :class:`course_lib.training.cpuclock.CpuClock`, if given)
+    stops in ``on_train_end``: the tf.data iterator's teardown that follows can wait up to 2.6 s
+    for the autotuner's thread, the factor-of-two mode of benchmarks/README.md.
+    """
+    import tensorflow as tf
+
+    class StopAtTrainEnd(tf.keras.callbacks.Callback):
+        def on_train_end(self, logs: dict | None = None) -> None:
+            self.end = time.perf_counter()
+            if cpu is not None:
+                cpu.stop()
+
+    stopper = StopAtTrainEnd()
+    start = time.perf_counter()
+    model.fit(ds, epochs=1, steps_per_epoch=steps, callbacks=[*callbacks, stopper], verbose=0)
+    returned = time.perf_counter()
+    return stopper.end - start, returned - stopper.end
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the sub-command; returns the exit status."""
     args = parse_args(argv)
@@ -104,28 +128,9 @@ def main(argv: list[str] | None = None) -> int:
 
     model = models.compile_model(models.build_model(seed=0), tf.keras.optimizers.Adam(1e-3))
 
-    class StopAtTrainEnd(tf.keras.callbacks.Callback):
-        """Stops the clocks when the last step has ended, inside ``fit``: the tf.data iterator's
-        teardown after it (which can wait up to 2.6 s for the autotuner's thread, the
-        factor-of-two mode of benchmarks/README.md) is timed apart as ``teardown_s``."""
-
-        def __init__(self, cpu: CpuClock | None) -> None:
-            super().__init__()
-            self.cpu, self.end = cpu, None
-
-        def on_train_end(self, logs: dict | None = None) -> None:
-            self.end = time.perf_counter()
-            if self.cpu is not None:
-                self.cpu.stop()
-
     def fit_seconds(ds: tf.data.Dataset, steps: int, callbacks: list,
                     cpu: CpuClock | None = None) -> tuple[float, float]:
-        """Seconds of one fit up to the end of its last step, and of the teardown after it."""
-        stopper = StopAtTrainEnd(cpu)
-        start = time.perf_counter()
-        model.fit(ds, epochs=1, steps_per_epoch=steps, callbacks=[*callbacks, stopper], verbose=0)
-        returned = time.perf_counter()
-        return stopper.end - start, returned - stopper.end
+        return fit_steps_and_teardown(model, ds, steps, callbacks, cpu)
 
     def timed_fit(ds: tf.data.Dataset, steps: int, callbacks: list) -> tuple[float, dict]:
         """Seconds of one fit's steps, with the CPU clock's window over the same interval."""

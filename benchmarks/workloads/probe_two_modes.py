@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         os.sched_setaffinity(0, args.affinity)
     import numpy as np
 
+    from benchmarks.workloads.in_process import fit_steps_and_teardown
     from course_lib.training import models, pipeline
     from course_lib.training.cpuclock import CpuClock
 
@@ -90,25 +90,18 @@ def main(argv: list[str] | None = None) -> int:
         options.autotune.enabled = False
         ds = ds.with_options(options)
 
-    class TrainEnd(tf.keras.callbacks.Callback):
-        def on_train_end(self, logs: dict | None = None) -> None:
-            self.at = time.perf_counter()
-
     model = models.compile_model(models.build_model(seed=0), tf.keras.optimizers.Adam(1e-3))
     model.fit(ds, epochs=1, steps_per_epoch=args.warmup_steps, verbose=0)
     walls, slow = [], 0
     for call in range(args.calls):
         with CpuClock(sample_every_s=args.sample_every) as cpu:
-            end = TrainEnd()
-            start = time.perf_counter()
-            model.fit(ds, epochs=1, steps_per_epoch=args.steps, verbose=0, callbacks=[end])
-            returned = time.perf_counter()
-            wall = returned - start
+            steps_s, teardown_s = fit_steps_and_teardown(model, ds, args.steps)
+            wall = steps_s + teardown_s
         w = cpu.window
         walls.append(wall)
         print(json.dumps({"event": "probe_call", "label": args.label, "call": call + 1,
-                          "wall_s": round(wall, 3), "steps_s": round(end.at - start, 3),
-                          "teardown_s": round(returned - end.at, 3),
+                          "wall_s": round(wall, 3), "steps_s": round(steps_s, 3),
+                          "teardown_s": round(teardown_s, 3),
                           "autotune": not args.no_autotune,
                           "images_per_sec": round(args.steps * args.batch / wall, 1),
                           **{k: (round(v, 3) if isinstance(v, float) else v)
