@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata as metadata
+import json
 import os
 import re
 import socket
@@ -138,16 +139,39 @@ def test_doctor_fails_with_remedy_when_data_dir_is_missing(tmp_path: Path) -> No
     assert "Verdict: NOT ready — fix: Fashion-MNIST." in proc.stdout
 
 
-def test_horovod_build_info_parses_check_build(tmp_path: Path) -> None:
-    fake = tmp_path / "horovodrun"
-    fake.write_text("#!/bin/sh\ncat <<'OUT'\nHorovod v0.28.1:\n\nAvailable Frameworks:\n"
-                    "    [X] TensorFlow\n    [ ] PyTorch\n\nAvailable Controllers:\n    [ ] MPI\n"
-                    "    [X] Gloo\n\nAvailable Tensor Operations:\n    [X] NCCL\n    [ ] DDL\n"
-                    "    [ ] MPI\n    [X] Gloo\nOUT\n")
+def _check_build_marks(text: str) -> dict[str, bool]:
+    """``horovodrun --check-build``'s ``[X] Name`` marks (a name is True if any section marks it)."""
+    info: dict[str, bool] = {}
+    for match in re.finditer(r"\[(X| )\]\s+(\w+)", text):
+        info[match.group(2)] = info.get(match.group(2), False) or match.group(1) == "X"
+    return info
+
+
+@pytest.mark.requires("horovodrun")
+def test_build_probe_agrees_with_horovodrun_check_build() -> None:
+    """The doctor's one-import probe says what Horovod's own (six times slower) check says."""
+    horovodrun = Path(sys.executable).with_name("horovodrun")
+    proc = subprocess.run([str(horovodrun), "--check-build"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    marks = _check_build_marks(proc.stdout)
+    probe = doctor.horovod_build_info()
+    assert probe["TensorFlow"] is True, probe
+    for name in ("TensorFlow", "Gloo", "MPI", "NCCL"):
+        assert probe[name] == marks[name], (name, probe, proc.stdout)
+
+
+def test_build_probe_reports_an_extension_that_does_not_load(tmp_path: Path) -> None:
+    """An interpreter whose horovod.tensorflow fails to import: TensorFlow False, with the reason."""
+    site = tmp_path / "site" / "horovod" / "tensorflow"
+    site.mkdir(parents=True)
+    (site.parent / "__init__.py").write_text("")
+    (site / "__init__.py").write_text("raise ImportError('Extension horovod.tensorflow has not been built')\n")
+    fake = tmp_path / "python"
+    fake.write_text(f"#!/bin/sh\nPYTHONPATH={tmp_path / 'site'} exec {sys.executable} \"$@\"\n")
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     info = doctor.horovod_build_info(str(fake))
-    assert info["TensorFlow"] and info["Gloo"] and info["NCCL"]
-    assert not info["MPI"] and not info["PyTorch"]
+    assert info == {"TensorFlow": False, "error": "Extension horovod.tensorflow has not been built"}
+    assert doctor.horovod_build_info(str(tmp_path / "no-such-python")) == {}
 
 
 def test_second_setup_is_fast_and_changes_nothing() -> None:
@@ -222,14 +246,12 @@ def test_doctor_fails_on_a_version_mismatch(monkeypatch: pytest.MonkeyPatch) -> 
     assert doctor._check_version("TensorFlow", ("tensorflow-cpu",), "tensorflow-cpu").status == "ok"
 
 
-def _fake_horovodrun(folder: Path, *, tensorflow: bool, gloo: bool) -> str:
-    """A horovodrun that answers --check-build like Horovod 0.28.1 built with or without them."""
-    tf, gl = ("X" if tensorflow else " "), ("X" if gloo else " ")
-    fake = folder / "horovodrun"
-    fake.write_text("#!/bin/sh\ncat <<'OUT'\nHorovod v0.28.1:\n\nAvailable Frameworks:\n"
-                    f"    [{tf}] TensorFlow\n    [X] PyTorch\n    [ ] MXNet\n\nAvailable Controllers:\n"
-                    f"    [X] MPI\n    [{gl}] Gloo\n\nAvailable Tensor Operations:\n    [ ] NCCL\n"
-                    f"    [ ] DDL\n    [ ] CCL\n    [X] MPI\n    [{gl}] Gloo\nOUT\n")
+def _fake_build(folder: Path, *, tensorflow: bool, gloo: bool) -> str:
+    """An interpreter that answers the doctor's build probe like a build with or without them."""
+    answer = ({"TensorFlow": True, "MPI": True, "Gloo": gloo, "NCCL": False} if tensorflow
+              else {"TensorFlow": False, "error": "undefined symbol: _ZN10tensorflow8OpKernel"})
+    fake = folder / "python"
+    fake.write_text(f"#!/bin/sh\necho 'HOROVOD_BUILD {json.dumps(answer)}'\n")
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     return str(fake)
 
@@ -242,8 +264,9 @@ def _fake_horovodrun(folder: Path, *, tensorflow: bool, gloo: bool) -> str:
 def test_doctor_fails_on_a_horovod_build_without_tensorflow_or_gloo(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tensorflow: bool, gloo: bool,
         detail: str | None, remedy: str | None) -> None:
-    fake = _fake_horovodrun(tmp_path, tensorflow=tensorflow, gloo=gloo)
-    monkeypatch.setattr(doctor, "_horovodrun_path", lambda: fake)
+    fake = _fake_build(tmp_path, tensorflow=tensorflow, gloo=gloo)
+    monkeypatch.setattr(doctor, "_probe_python", lambda: fake)
+    monkeypatch.setattr(doctor, "_horovodrun_path", lambda: "/usr/bin/true")
     monkeypatch.setattr(doctor, "package_version", lambda *dists: doctor._pin("horovod"))
     checks = {c.name: c for c in doctor._check_horovod(gpus=[])}
     assert checks["Horovod"].status == "ok"
@@ -252,6 +275,13 @@ def test_doctor_fails_on_a_horovod_build_without_tensorflow_or_gloo(
         assert build.status == "ok" and build.detail == "built with TensorFlow, Gloo, MPI", build
     else:
         assert build.status == "fail" and detail in build.detail and remedy in build.remedy, build
+
+
+def test_doctor_fails_when_horovodrun_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(doctor, "_horovodrun_path", lambda: None)
+    monkeypatch.setattr(doctor, "package_version", lambda *dists: doctor._pin("horovod"))
+    build = {c.name: c for c in doctor._check_horovod(gpus=[])}["Horovod build"]
+    assert build.status == "fail" and "horovodrun" in build.detail and "make setup" in build.remedy
 
 
 def test_doctor_fails_on_corrupt_data_with_remedy(tmp_path: Path) -> None:

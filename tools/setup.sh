@@ -112,10 +112,13 @@ say "installing the pinned stack ($variant build of TensorFlow $(pin tensorflow-
 
 # --- 4. Horovod, compiled against this TensorFlow ------------------------------------------------------
 HVD_VERSION=$(pin horovod)
-hvd_has_tf() {  # capture first: grep -q would close the pipe early and fail the pipeline
-    local out
-    out=$("$VENV/bin/horovodrun" --check-build 2>&1) || return 1
-    grep -q '\[X\] TensorFlow' <<<"$out"
+# Horovod's TensorFlow extension loads and has Gloo: what `horovodrun --check-build` reports, in one
+# import of TensorFlow instead of six (about 4 s instead of 14 s on 2 cores).
+HVD_PROBE='import horovod.tensorflow as hvd, sys; sys.exit(0 if hvd.gloo_built() else "Horovod was built without Gloo")'
+hvd_has_tf() {
+    [ -x "$VENV/bin/horovodrun" ] || { HVD_WHY="no horovodrun in $VENV/bin"; return 1; }
+    HVD_WHY=$("$VENV/bin/python" -c "$HVD_PROBE" 2>&1 | tail -n 3) && return 0
+    return 1
 }
 if "$VENV/bin/python" -c "import horovod, sys; sys.exit(horovod.__version__ != '$HVD_VERSION')" && hvd_has_tf; then
     say "Horovod $HVD_VERSION already built with TensorFlow"
@@ -129,7 +132,7 @@ else
     say "building Horovod $HVD_VERSION against TensorFlow (about 2-4 minutes on 2 cores)"
     "${PIP[@]}" uninstall -q -y horovod || true
     "${PIP[@]}" install -q --no-cache-dir --no-build-isolation -c "$CONSTRAINTS" "horovod==$HVD_VERSION"
-    hvd_has_tf || die "Horovod was built without TensorFlow support; see the build log above"
+    hvd_has_tf || die "Horovod was built without TensorFlow or Gloo support ($HVD_WHY); see the build log above"
 fi
 
 # --- 5. Jupyter kernel --------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ Introduced in notebooks/00_setup.ipynb.
 from __future__ import annotations
 
 import importlib.metadata as metadata
+import json
 import os
 import re
 import subprocess
@@ -101,29 +102,52 @@ def _check_version(name: str, dists: tuple[str, ...], pin_name: str) -> Check:
     return Check(name, "ok", found)
 
 
-def horovod_build_info(horovodrun: str | None = None, timeout: float = 120.0) -> dict[str, bool]:
-    """Parse ``horovodrun --check-build`` into ``{"TensorFlow": True, "Gloo": True, ...}``.
+#: Run in the course's interpreter: one import of Horovod's TensorFlow extension answers what
+#: ``horovodrun --check-build`` answers for this course (it imports TensorFlow once per item, ≈14 s
+#: on 2 cores; this ≈4 s). tests/test_environment.py checks that both agree on this machine.
+_BUILD_PROBE = """
+import json
+try:
+    import horovod.tensorflow as hvd
+except Exception as exc:  # ImportError, or an undefined symbol in a stale build
+    info = {"TensorFlow": False, "error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
+else:
+    info = {"TensorFlow": True, "MPI": bool(hvd.mpi_built()), "Gloo": bool(hvd.gloo_built()),
+            "NCCL": bool(hvd.nccl_built())}
+print("HOROVOD_BUILD " + json.dumps(info))
+"""
+
+
+def horovod_build_info(python: str | None = None, timeout: float = 120.0) -> dict[str, bool | str]:
+    """What Horovod was built with, as ``{"TensorFlow": True, "Gloo": True, "MPI": True, "NCCL": False}``.
+
+    Imports ``horovod.tensorflow`` in a fresh interpreter (a stale build can crash on import) and asks
+    it which controllers and operations are built in, as ``horovodrun --check-build`` does, in one
+    import instead of one per item.
 
     Args:
-        horovodrun: Path of the ``horovodrun`` executable (default: next to this interpreter, then PATH).
+        python: The interpreter to ask (default: this one, the course's .venv).
         timeout: Seconds to wait for the check.
 
     Returns:
-        Each framework, controller and tensor operation Horovod lists, mapped to whether it is built in
-        (controllers and operations share names such as MPI and Gloo; a name is True if any section marks it).
-        Empty when horovodrun is missing or fails.
+        ``TensorFlow`` (whether Horovod's TensorFlow extension loads), and when it does ``MPI``, ``Gloo``
+        and ``NCCL``; when it does not, ``error`` holds the first line of the import error. Empty when
+        the interpreter could not be run or printed no answer.
     """
-    exe = horovodrun or _horovodrun_path()
-    if exe is None:
-        return {}
     try:
-        proc = subprocess.run([exe, "--check-build"], capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run([python or _probe_python(), "-c", _BUILD_PROBE], capture_output=True,
+                              text=True, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired):
         return {}
-    info: dict[str, bool] = {}
-    for match in re.finditer(r"\[(X| )\]\s+(\w+)", proc.stdout):
-        info[match.group(2)] = info.get(match.group(2), False) or match.group(1) == "X"
-    return info
+    for line in proc.stdout.splitlines():
+        if line.startswith("HOROVOD_BUILD "):
+            answer = json.loads(line.removeprefix("HOROVOD_BUILD "))
+            return answer if isinstance(answer, dict) else {}
+    return {}
+
+
+def _probe_python() -> str:
+    return sys.executable
 
 
 def _horovodrun_path() -> str | None:
@@ -150,15 +174,19 @@ def _check_horovod(gpus: list[str]) -> list[Check]:
     version_check = _check_version("Horovod", ("horovod",), "horovod")
     if version_check.status == "fail":
         return [version_check]
+    if _horovodrun_path() is None:
+        return [version_check, Check("Horovod build", "fail", "horovodrun (Horovod's launcher) not found",
+                                     "rebuild it: COURSE_FORCE_SETUP=1 make setup")]
     info = horovod_build_info()
     if not info:
-        return [version_check, Check("Horovod build", "fail", "`horovodrun --check-build` did not run",
+        return [version_check, Check("Horovod build", "fail", "the check of Horovod's build did not run",
                                      "rebuild it: COURSE_FORCE_SETUP=1 make setup")]
-    built = [name for name in ("TensorFlow", "Gloo", "MPI", "NCCL") if info.get(name)]
+    built = [name for name in ("TensorFlow", "Gloo", "MPI", "NCCL") if info.get(name) is True]
     checks = [version_check]
     detail = "built with " + ", ".join(built)
-    if not info.get("TensorFlow"):
-        checks.append(Check("Horovod build", "fail", detail + " — TensorFlow missing",
+    if info.get("TensorFlow") is not True:
+        checks.append(Check("Horovod build", "fail", f"horovod.tensorflow does not load ({info.get('error')})"
+                            " — TensorFlow missing",
                             "rebuild after TensorFlow: COURSE_FORCE_SETUP=1 make setup"))
     elif not info.get("Gloo"):
         checks.append(Check("Horovod build", "fail", detail + " — Gloo missing",
