@@ -29,7 +29,7 @@ Samples = Mapping[str, Sequence[float]]
 LABELS = {
     "hvd1": "Horovod -np 1, 1 intra-op thread",
     "hvd2": "Horovod -np 2, 1 thread each, Horovod defaults",
-    "hvd2_course": "Horovod -np 2, 1 thread each, HOROVOD_CYCLE_TIME=5 (candidate default)",
+    "hvd2_course": "Horovod -np 2, 1 thread and 1 core each, HOROVOD_CYCLE_TIME=5 (course default)",
     "ceiling": "ceiling: 1 process, intra-op threads = cores, no Horovod",
     "hvd2_unpinned": "Horovod -np 2, TensorFlow default threads (no pinning)",
     "mir1": "MirroredStrategy, 1 CPU device",
@@ -316,7 +316,7 @@ def render_markdown(doc: dict, rows: list[Row], *, batch: int) -> str:
              f"repeats; {doc['settings']['steps']} timed steps per launched run after "
              f"{doc['settings']['warmup_steps']} warm-up steps; batch {batch} per worker; "
              f"wall time {doc['wall_time_s']:.0f} s",
-             f"- Candidate Horovod environment (the \"candidate default\" rows): {doc['course_horovod_env']}"]
+             f"- Course Horovod environment on CPU (the \"course default\" rows): {doc['course_horovod_env']}"]
     if doc["notes"]:
         lines += ["", "**Notes**", ""] + [f"- {n}" for n in doc["notes"]]
     lines += ["", render_table(rows),

@@ -224,6 +224,7 @@ def test_variants_and_load_note():
     assert names == ["hvd1", "hvd2", "hvd2_course", "ceiling", "hvd2_unpinned", "mir2"]
     by_name = {v.name: v for v in run.launch_variants(["1"], settings, cores=4, gpus=[])}
     assert by_name["hvd2_course"].env == run.COURSE_HOROVOD_ENV
+    assert "--pin-core" in by_name["hvd2_course"].args  # the course script pins one core per rank
     assert "--threads" not in by_name["hvd2_unpinned"].args
     ceiling = by_name["ceiling"].args
     assert ceiling[ceiling.index("--threads") + 1] == "4"

@@ -80,6 +80,45 @@ print(json.dumps({"late": late, "worker": worker}))
     assert "before TensorFlow initialises" in result["worker"]
 
 
+PIN_CHILD = """
+import json, os, sys, threading, time
+from course_lib.training import devices
+cores = sorted(os.sched_getaffinity(0))[:2]   # at most two cores, so that the shares are known
+os.sched_setaffinity(0, cores)
+early = threading.Thread(target=time.sleep, args=(30,), daemon=True)  # like Horovod's background thread
+early.start()
+pinned = devices.pin_cpu_cores(int(sys.argv[1]), int(sys.argv[2]))
+def allowed(tid):
+    return sorted(os.sched_getaffinity(int(tid)))
+print(json.dumps({"cores": cores, "pinned": pinned, "main": allowed(0),
+                  "threads": [allowed(t) for t in os.listdir("/proc/self/task")]}))
+"""
+
+
+@pytest.mark.parametrize("local_rank, threads", [(0, 1), (1, 1), (2, 1), (0, 2), (1, 2)])
+def test_pin_cpu_cores_gives_each_local_rank_its_own_share(local_rank: int, threads: int) -> None:
+    """Two cores: ranks 0 and 1 with one thread each get one core apiece, rank 2 wraps round to the
+    first, two threads each share both; every thread moves, also one started before the call."""
+    proc = subprocess.run([sys.executable, "-c", PIN_CHILD, str(local_rank), str(threads)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    cores = result["cores"]
+    if len(cores) == 2 and threads == 1:
+        expected = [cores[local_rank % 2]]
+    else:  # two threads on two cores, or a one-core machine: the whole (one) share
+        expected = cores
+    assert result["pinned"] == expected and result["main"] == expected, result
+    assert len(result["threads"]) >= 2 and all(t == expected for t in result["threads"]), result
+
+
+@pytest.mark.parametrize("bad", [{"local_rank": -1, "threads": 1}, {"local_rank": True, "threads": 1},
+                                 {"local_rank": 0, "threads": 0}, {"local_rank": 0, "threads": 1.0}])
+def test_pin_cpu_cores_rejects_bad_input(bad: dict) -> None:
+    with pytest.raises(ValueError, match="must be an int"):
+        devices.pin_cpu_cores(**bad)
+
+
 def test_configure_worker_shares_cpu_cores(tmp_path):
     code = """
 import json, tensorflow as tf
