@@ -47,22 +47,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--mixed-precision", action="store_true")
     parser.add_argument("--pin-core", action="store_true",
                         help="pin every thread of this process to core local_rank %% cores "
-                        "(os.sched_setaffinity), before TensorFlow starts its pools")
+                        "(course_lib.training.devices.pin_cpu_cores, as the course script does)")
     parser.add_argument("--inter-op", type=positive_int, default=None,
                         help="inter-op threads (overrides configure_worker's 1)")
     parser.add_argument("--fp16-allreduce", action="store_true",
                         help="horovod: hvd.Compression.fp16 in the DistributedOptimizer")
     return parser.parse_args(argv)
-
-
-def pin_process(cpu: int) -> None:
-    """Pin every thread of this process (Horovod's background thread included) to ``cpu``;
-    threads created later inherit the affinity."""
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            os.sched_setaffinity(int(tid), {cpu})
-        except OSError:  # the thread ended meanwhile
-            pass
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads is not None:
         devices.configure_worker(local_rank, threads_per_worker=args.threads, local_size=local_size)
     if args.pin_core:
-        pin_process(sorted(os.sched_getaffinity(0))[local_rank % len(os.sched_getaffinity(0))])
+        devices.pin_cpu_cores(local_rank, 1)  # what source_code/horovod_fmnist.py does by default
 
     import tensorflow as tf
 
