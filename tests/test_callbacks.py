@@ -10,7 +10,7 @@ import time
 import pytest
 
 from course_lib.training import stats
-from course_lib.training.throughput import ThroughputMeter
+from course_lib.training.throughput import ThroughputMeter, below_peak_cpu, remeasure_disturbed
 
 
 class FakeClock:
@@ -184,6 +184,66 @@ def test_all_epochs_disturbed_keeps_them_all_and_says_so():
     assert s.images_per_sec_mean == pytest.approx(100.0)
 
 
+def measured(machine, clock, epochs, warmup_epochs=0):
+    """A meter over ``epochs`` = [(cores busy, step seconds)], 10 steps of batch 10 each."""
+    m = meter(clock, 10, warmup_epochs=warmup_epochs, cpu_clock=machine.cpu_clock, measure_cpu=True)
+    for epoch, (busy, step) in enumerate(epochs):
+        run_epoch(m, clock, epoch, [step] * 10, machine=(machine, busy))
+    return m
+
+
+def test_remeasure_replaces_each_disturbed_epoch_with_a_fresh_one():
+    clock = FakeClock()
+    machine = FakeMachine(clock)
+    first = measured(machine, clock, [(1.9, 0.1), (1.9, 0.1), (1.0, 0.2), (1.9, 0.125)],
+                     warmup_epochs=1)
+    fresh = iter([[(0.9, 0.4)], [(1.9, 0.08)]])  # the first re-run is disturbed too
+    calls = []
+
+    def again():
+        calls.append(1)
+        return measured(machine, clock, next(fresh))
+
+    timed, extra = remeasure_disturbed(first, again, max_extra=3)
+    assert extra == 2 and len(calls) == 2
+    assert [e.images_per_sec for e in timed] == pytest.approx([100.0, 80.0, 125.0])
+    assert [e.step_time_ms for e in timed] == pytest.approx([100.0, 125.0, 80.0])
+    assert not any(e.disturbed for e in timed)
+    assert timed[0].cpu_per_wall == pytest.approx(1.9)
+
+
+def test_remeasure_keeps_disturbed_epochs_flagged_when_the_budget_runs_out():
+    clock = FakeClock()
+    machine = FakeMachine(clock)
+    first = measured(machine, clock, [(1.9, 0.1), (1.0, 0.2), (1.0, 0.2)])
+    timed, extra = remeasure_disturbed(first, lambda: measured(machine, clock, [(1.0, 0.2)]),
+                                       max_extra=1)
+    assert extra == 1 and len(timed) == 3
+    assert [e.disturbed for e in timed] == [False, True, True]
+    quiet = measured(machine, clock, [(1.9, 0.1)] * 2)
+    assert remeasure_disturbed(quiet, lambda: pytest.fail("no epoch was disturbed"),
+                               max_extra=5)[1] == 0
+    with pytest.raises(ValueError, match="max_extra must be >= 0, got -1"):
+        remeasure_disturbed(quiet, lambda: quiet, max_extra=-1)
+
+
+def test_below_peak_cpu_judges_an_epoch_against_the_run_not_the_machine():
+    clock = FakeClock()
+    machine = FakeMachine(clock)
+    # A small model on a big machine: 0.6 of 2 cores in every epoch, then one epoch on 0.3.
+    first = measured(machine, clock, [(0.6, 0.1), (0.6, 0.1), (0.3, 0.2)])
+    assert [e.disturbed for e in first.counted_epochs()] == [True, True, True]  # the clock's verdict
+    slow = below_peak_cpu(first.counted_epochs())
+    assert [slow(e) for e in first.counted_epochs()] == [False, False, True]
+    timed, extra = remeasure_disturbed(first, lambda: measured(machine, clock, [(0.6, 0.125)]),
+                                       max_extra=2, disturbed=slow)
+    assert extra == 1 and [e.images_per_sec for e in timed] == pytest.approx([100.0, 100.0, 80.0])
+    assert below_peak_cpu(first.counted_epochs(), share=0.4)(timed[-1]) is False
+    nothing = meter(clock, 10, warmup_epochs=0)  # fake clock: no CPU time
+    run_epoch(nothing, clock, 0, [0.1] * 2)
+    assert below_peak_cpu(nothing.counted_epochs())(nothing.counted_epochs()[0]) is False
+
+
 def test_fake_clock_measures_no_cpu_and_real_clock_does():
     clock = FakeClock()
     out = io.StringIO()
@@ -228,3 +288,22 @@ def test_keras_fit_with_throughput(small_fmnist):
     summary = throughput.summary()
     assert summary.epochs_counted == 1 and summary.samples_total == 500
     assert [e.steps for e in throughput.epochs] == [8, 8]
+
+
+def test_batch_size_sweep_times_the_epochs_after_warm_up_and_reports_the_machine(small_fmnist, capsys):
+    from course_lib.lessons import experiments
+
+    table = experiments.batch_size_sweep(small_fmnist.x_train[:256], small_fmnist.y_train[:256],
+                                         [32, 128], epochs=4, warmup_epochs=2)
+    assert list(table["batch_size"]) == [32, 128] and list(table["steps_per_epoch"]) == [8, 2]
+    assert list(table["epochs_timed"]) == [2, 2]
+    assert (table["images_per_sec"] > 0).all() and (table["ci95"] >= 0).all()
+    assert (table["cpu_per_wall"] > 0).all()
+    assert ((table["remeasured"] >= 0) & (table["remeasured"] <= 2)).all()
+    assert (table["disturbed_kept"] >= 0).all()
+    assert "[2/2] batch size 128: training 4 epochs" in capsys.readouterr().out
+    with pytest.raises(ValueError, match=r"epochs must be > warmup_epochs \(2\) so that one epoch is timed"):
+        experiments.batch_size_sweep(small_fmnist.x_train[:64], small_fmnist.y_train[:64], [8], epochs=2,
+                                     warmup_epochs=2)
+    with pytest.raises(ValueError, match="warmup_epochs must be >= 0, got -1"):
+        experiments.batch_size_sweep(small_fmnist.x_train[:64], small_fmnist.y_train[:64], [8], warmup_epochs=-1)

@@ -10,7 +10,8 @@ where 76 % was true. The Keras callback built on it is
 Every epoch is also timed in CPU seconds (:class:`course_lib.training.cpuclock.CpuClock`): an
 epoch in which the process got far fewer cores than it should (other load, or a wait with the
 cores idle, like the one in benchmarks/README.md, "The factor-of-two mode") is flagged ``disturbed``
-(summary and epoch event) and, with ``exclude_disturbed=True``, left out of the mean.
+(summary and epoch event) and, with ``exclude_disturbed=True``, left out of the mean;
+:func:`remeasure_disturbed` runs a fresh epoch in its place (notebook 01's batch-size sweep).
 
 Introduced in notebooks/02_mirrored_strategy.ipynb.
 """
@@ -22,13 +23,13 @@ import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, TextIO
+from typing import Any, Callable, Sequence, TextIO
 
-from course_lib.training.cpuclock import CpuClock
+from course_lib.training.cpuclock import CPU_SHARE_LIMIT, CpuClock
 from course_lib.training.events import dumps, json_safe
 from course_lib.training.stats import mean_ci95
 
-__all__ = ["ThroughputSummary", "ThroughputMeter"]
+__all__ = ["ThroughputSummary", "EpochRate", "ThroughputMeter", "below_peak_cpu", "remeasure_disturbed"]
 
 
 @dataclass
@@ -67,6 +68,23 @@ class ThroughputSummary:
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict (NaN becomes None)."""
         return json_safe(asdict(self))
+
+
+@dataclass(frozen=True)
+class EpochRate:
+    """One counted epoch as :meth:`ThroughputMeter.counted_epochs` reports it.
+
+    Attributes:
+        images_per_sec: Global images/s of the epoch.
+        step_time_ms: Time per counted step, in ms.
+        cpu_per_wall: CPU seconds / wall seconds (NaN when not measured).
+        disturbed: The CPU clock judged the epoch disturbed.
+    """
+
+    images_per_sec: float
+    step_time_ms: float
+    cpu_per_wall: float = math.nan
+    disturbed: bool = False
 
 
 @dataclass
@@ -194,17 +212,31 @@ class ThroughputMeter:
             return math.nan
         return 1000.0 * record.counted_time_s / record.counted_steps
 
+    def _counted(self) -> tuple[list[_Epoch], bool]:
+        """The epochs after warm-up (all epochs, flagged True, if all were warm-up)."""
+        counted = [e for e in self.epochs if not e.warmup and e.counted_steps > 0]
+        if counted:
+            return counted, False
+        counted = [e for e in self.epochs if e.counted_steps > 0]
+        return counted, bool(counted)
+
+    def counted_epochs(self) -> list[EpochRate]:
+        """Each epoch that :meth:`summary` counts, with its CPU/wall and ``disturbed`` verdict.
+
+        Returns:
+            One :class:`EpochRate` per counted epoch, in order.
+        """
+        return [EpochRate(self._rate(e), self._step_ms(e),
+                          e.cpu["cpu_per_wall"] if e.cpu else math.nan,
+                          bool(e.cpu and e.cpu["disturbed"])) for e in self._counted()[0]]
+
     def summary(self) -> ThroughputSummary:
         """Throughput over the epochs after warm-up (all epochs, flagged, if all were warm-up).
 
         Returns:
             A :class:`ThroughputSummary` (NaN figures when no epoch ran).
         """
-        counted = [e for e in self.epochs if not e.warmup and e.counted_steps > 0]
-        includes_warmup = False
-        if not counted:
-            counted = [e for e in self.epochs if e.counted_steps > 0]
-            includes_warmup = bool(counted)
+        counted, includes_warmup = self._counted()
         disturbed = [e for e in counted if e.cpu is not None and e.cpu["disturbed"]]
         chosen = counted
         if self.exclude_disturbed:
@@ -281,3 +313,60 @@ class ThroughputMeter:
             for key, value in (logs or {}).items():
                 event.setdefault(key, value)
             print(dumps(event), file=out, flush=True)
+
+
+def below_peak_cpu(epochs: Sequence[EpochRate], share: float = CPU_SHARE_LIMIT
+                   ) -> Callable[[EpochRate], bool]:
+    """A ``disturbed`` test relative to the run itself: CPU/wall below ``share`` × its best epoch's.
+
+    The CPU clock's own verdict assumes the workload fills the machine; a small model on a 16-core
+    laptop keeps three cores busy in every epoch and would be "disturbed" throughout. This test
+    catches an epoch that lost cores the run's other epochs had (the factor-of-two mode: 1.9 → 0.95).
+
+    Args:
+        epochs: The run's epochs (their best ``cpu_per_wall`` is the reference).
+        share: Fraction of that best below which an epoch counts as disturbed.
+
+    Returns:
+        A predicate for :func:`remeasure_disturbed`; always False when no CPU time was measured.
+    """
+    peak = max((e.cpu_per_wall for e in epochs if not math.isnan(e.cpu_per_wall)), default=math.nan)
+    return lambda e: not math.isnan(peak) and e.cpu_per_wall < share * peak
+
+
+def remeasure_disturbed(first: ThroughputMeter, one_more_epoch: Callable[[], ThroughputMeter], *,
+                        max_extra: int, disturbed: Callable[[EpochRate], bool] | None = None
+                        ) -> tuple[list[EpochRate], int]:
+    """The counted epochs of ``first``, each disturbed one replaced by a fresh epoch.
+
+    An epoch the CPU clock judged disturbed (the process got far fewer cores than it should) says
+    more about the machine than about the workload; a one-shot notebook measurement would carry it
+    silently. This runs one more epoch per disturbed epoch, while the extra budget lasts, and keeps
+    the undisturbed ones. If the budget runs out first, the disturbed epochs stay in (the caller
+    can count them: ``EpochRate.disturbed``).
+
+    Args:
+        first: The meter of the measured run (its warm-up already left out).
+        one_more_epoch: Runs one more (already warm) epoch and returns the meter that timed it.
+        max_extra: At most this many extra epochs.
+        disturbed: Which epochs to replace; default the CPU clock's verdict (``EpochRate.disturbed``),
+            e.g. :func:`below_peak_cpu` instead.
+
+    Returns:
+        ``(epochs, extra)``: as many epochs as ``first`` counted, and how many extra epochs ran.
+
+    Raises:
+        ValueError: A negative ``max_extra``.
+    """
+    if max_extra < 0:
+        raise ValueError(f"max_extra must be >= 0, got {max_extra}")
+    bad = disturbed or (lambda e: e.disturbed)
+    counted = first.counted_epochs()
+    kept = [e for e in counted if not bad(e)]
+    extra = 0
+    while len(kept) < len(counted) and extra < max_extra:
+        extra += 1
+        kept += [e for e in one_more_epoch().counted_epochs() if not bad(e)]
+    if len(kept) < len(counted):  # budget spent: keep the disturbed ones (the caller can count them)
+        kept += [e for e in counted if bad(e)][: len(counted) - len(kept)]
+    return kept[: len(counted)], extra
