@@ -36,7 +36,7 @@ def batch_size_sweep(images: np.ndarray, labels: np.ndarray, batch_sizes: Sequen
         batch_sizes: Batch sizes to try, each at most N.
         epochs: Epochs per batch size, warm-up included; at least ``warmup_epochs + 1``.
         warmup_epochs: The first epochs are not timed: graph tracing, and tf.data's autotuning
-            still settling (the second epoch at batch 256 was up to 30 % slower on the 2-core VM).
+            still settling (the second epoch at batch 256 was once a third slower on the 2-core VM).
         seed: Seed of the weights and of the data order.
         progress: Print one line as each batch size starts, so a long sweep is not silent.
 
