@@ -128,14 +128,10 @@ def main(argv: list[str] | None = None) -> int:
 
     model = models.compile_model(models.build_model(seed=0), tf.keras.optimizers.Adam(1e-3))
 
-    def fit_seconds(ds: tf.data.Dataset, steps: int, callbacks: list,
-                    cpu: CpuClock | None = None) -> tuple[float, float]:
-        return fit_steps_and_teardown(model, ds, steps, callbacks, cpu)
-
     def timed_fit(ds: tf.data.Dataset, steps: int, callbacks: list) -> tuple[float, dict]:
         """Seconds of one fit's steps, with the CPU clock's window over the same interval."""
         clock = CpuClock(sample_every_s=0.5).start()
-        seconds, teardown = fit_seconds(ds, steps, callbacks, clock)
+        seconds, teardown = fit_steps_and_teardown(model, ds, steps, callbacks, clock)
         return seconds, {**clock.window.to_dict(), "teardown_s": round(teardown, 3)}
 
     def say(line: str) -> None:
@@ -156,14 +152,14 @@ def main(argv: list[str] | None = None) -> int:
         def meter() -> list:
             return [Throughput(args.batch, warmup_epochs=0, verbose=False)]
 
-        fit_seconds(ds, 5, [])  # trace both paths before measuring
-        fit_seconds(ds, 5, meter())
+        fit_steps_and_teardown(model, ds, 5, [])  # trace both paths before measuring
+        fit_steps_and_teardown(model, ds, 5, meter())
         got = rounds_of(lambda i: {"without": timed_fit(ds, args.steps, []),
                                    "with": timed_fit(ds, args.steps, meter())})
         done(got, section="4", unit="s", batch=args.batch, steps=args.steps)
     elif args.command == "pipeline":
         ds = dataset(args.batch)
-        fit_seconds(ds, 5, [])
+        fit_steps_and_teardown(model, ds, 5, [])
         pipeline_steps = args.steps * 25
 
         def pipeline_round(i: int) -> dict:
@@ -182,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         sets = {b: dataset(b) for b in args.batch_sizes}
         for ds in sets.values():
-            fit_seconds(ds, 3, [])  # trace every batch shape
+            fit_steps_and_teardown(model, ds, 3, [])  # trace every batch shape
         def batches_round(i: int) -> dict:
             out = {}
             for b, ds in sets.items():

@@ -212,6 +212,10 @@ class ThroughputMeter:
             return math.nan
         return 1000.0 * record.counted_time_s / record.counted_steps
 
+    @staticmethod
+    def _disturbed(record: _Epoch) -> bool:
+        return bool(record.cpu and record.cpu["disturbed"])
+
     def _counted(self) -> tuple[list[_Epoch], bool]:
         """The epochs after warm-up (all epochs, flagged True, if all were warm-up)."""
         counted = [e for e in self.epochs if not e.warmup and e.counted_steps > 0]
@@ -228,7 +232,7 @@ class ThroughputMeter:
         """
         return [EpochRate(self._rate(e), self._step_ms(e),
                           e.cpu["cpu_per_wall"] if e.cpu else math.nan,
-                          bool(e.cpu and e.cpu["disturbed"])) for e in self._counted()[0]]
+                          self._disturbed(e)) for e in self._counted()[0]]
 
     def summary(self) -> ThroughputSummary:
         """Throughput over the epochs after warm-up (all epochs, flagged, if all were warm-up).
@@ -237,7 +241,7 @@ class ThroughputMeter:
             A :class:`ThroughputSummary` (NaN figures when no epoch ran).
         """
         counted, includes_warmup = self._counted()
-        disturbed = [e for e in counted if e.cpu is not None and e.cpu["disturbed"]]
+        disturbed = [e for e in counted if self._disturbed(e)]
         chosen = counted
         if self.exclude_disturbed:
             chosen = [e for e in counted if e not in disturbed] or counted
