@@ -53,10 +53,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="gradient accumulation: average the gradients of this many batches "
                         "before each update (global batch = batch x workers x this)")
     parser.add_argument("--threads-per-worker", type=positive_int, default=None,
-                        help="CPU threads of each worker (default: cores / workers on the host)")
+                        help="CPU threads of each worker (default: the cores it was granted or "
+                        "claimed; without either, cores / workers on the host)")
     parser.add_argument("--no-pin-cores", action="store_true",
-                        help="CPU hosts: do not pin each worker to its own cores (a control; by "
-                        "default local rank r runs on the r-th share of the host's cores)")
+                        help="CPU hosts: do not keep each worker on its own cores (a control; by "
+                        "default each runs on the cores the launcher granted it, or on free cores "
+                        "it claims)")
     flags.add_data_flags(parser)
     parser.add_argument("--eval-every-epoch", action="store_true",
                         help="rank 0 evaluates on the test set after every epoch and adds "
@@ -114,22 +116,24 @@ def main(argv: list[str] | None = None) -> int:
     import tensorflow as tf
 
     from course_lib.training import (accumulation, callbacks, consumption, data, devices, models,
-                                     optimizers, pipeline, report)
+                                     optimizers, pipeline, placement, report)
 
     gpus = tf.config.list_physical_devices("GPU")  # lists devices without initialising them
-    cpu_cores: list[int] = []  # the cores this worker is pinned to (CPU hosts; [] = not pinned)
     if not gpus:  # Horovod: on CPU hosts the background thread polls every 5 ms, not 1 ms (notebook 05)
         os.environ.setdefault("HOROVOD_CYCLE_TIME", "5")
     hvd.init()  # Horovod (1/5): join the workers horovodrun started (a group of 1 without it)
-    if gpus:  # Horovod (2/5): pin one GPU per process: local rank i sees only GPU i
-        gpu = gpus[hvd.local_rank() % len(gpus)]  # more workers than GPUs share one (notebook 03)
+    # Horovod (2/5): one GPU, or one share of the cores, per process. Which one: the launcher's grant
+    # (course_lib.runner), else a free one this rank claims; hvd.local_rank() alone would put two runs,
+    # or two "hosts" of one machine, on the same core or GPU (notebooks 03 and 06).
+    share = placement.worker_share(hvd.local_rank(), hvd.local_size(), gpus=len(gpus),
+                                   threads=args.threads_per_worker, pin=not args.no_pin_cores)
+    if gpus:  # Horovod (2/5): this process sees only its GPU, as /gpu:0
+        gpu = gpus[share.gpu_index]
         tf.config.set_visible_devices(gpu, "GPU")
         tf.config.experimental.set_memory_growth(gpu, True)
-    else:  # Horovod (2/5), CPU: the workers of a host split its cores instead of fighting over them
-        threads = args.threads_per_worker or devices.cores_per_worker(hvd.local_size())
-        devices.set_cpu_threads(threads)
-        if not args.no_pin_cores:  # Horovod: ... and each keeps to its own share (make bench, section 1h)
-            cpu_cores = devices.pin_cpu_cores(hvd.local_rank(), threads)
+    else:  # Horovod (2/5), CPU: as many threads as the worker has cores, and it keeps to them
+        devices.set_cpu_threads(share.threads)
+    threads = share.threads
     rank, workers, k = hvd.rank(), hvd.size(), args.backward_passes_per_step
     # Horovod: a control only: --seed-per-rank gives each worker its own initial weights.
     model_seed = args.seed + rank if args.seed_per_rank else args.seed
@@ -154,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
             eval_every_epoch=args.eval_every_epoch, deterministic=args.deterministic,
             distributed_optimizer=not args.no_distributed_optimizer,
             fp16_allreduce=args.fp16_allreduce, broadcast=not args.no_broadcast,
-            seed_per_rank=args.seed_per_rank, cpu_cores=cpu_cores)
+            seed_per_rank=args.seed_per_rank, cpu_cores=list(share.cpus), placement=share.source)
 
     model = models.build_model(seed=model_seed, mixed_precision=args.mixed_precision)
     optimizer = optimizers.get_optimizer(args.optimizer, lr)

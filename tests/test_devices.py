@@ -173,60 +173,9 @@ print(json.dumps({"names": names, "again": again, "replicas": strategy.num_repli
     assert r["simulated"] and "simulates 2 devices" in r["text"]
 
 
-@pytest.mark.parametrize("gpus, cores, workers, share, oversubscribe", [
-    (0, 2, 2, False, False),   # this CPU machine: 2 processes, one thread each
-    (0, 1, 2, False, True),    # one core: the 2 processes take turns
-    (1, 8, 2, True, True),     # one GPU, the common learner set-up: 2 workers share it
-    (2, 8, 2, False, False),
-    (8, 32, 8, False, False),
-])
-def test_plan_workers_from_fake_nvidia_smi(tmp_path, monkeypatch, gpus, cores, workers, share,
-                                           oversubscribe):
-    lines = "".join(f"echo 'GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i})'\n" for i in range(gpus))
-    _fake_nvidia_smi(tmp_path, lines or "exit 0", monkeypatch)
-    monkeypatch.setattr(hardware, "cpu_cores", lambda: cores)
-    plan = devices.plan_workers()
-    assert (plan.gpus, plan.workers, plan.share_gpu, plan.oversubscribe) == (gpus, workers, share,
-                                                                              oversubscribe)
-    assert plan.full_data == (gpus > 0)
-    assert ("share" in plan.text) == share
-    assert ("CPU processes" in plan.text) == (gpus == 0)
-
-
-def test_plan_workers_agrees_with_the_launcher_slots(monkeypatch):
-    from course_lib.runner import preflight
-
-    for gpus in (0, 1, 2, 8):
-        monkeypatch.setattr(preflight, "gpu_count", lambda g=gpus: g)
-        plan = devices.plan_workers(gpus, preflight.cpu_cores())
-        assert plan.oversubscribe == (plan.workers > preflight.available_slots())
-
-
-@pytest.mark.parametrize("kwargs", [dict(gpus=-1), dict(cores=True), dict(at_least=1),
-                                    dict(at_least=4, at_most=3)])
-def test_plan_workers_rejects_bad_input(kwargs):
-    with pytest.raises(ValueError, match="must be"):
-        devices.plan_workers(**{"gpus": 0, "cores": 2, **kwargs})
-
-
-# Every machine-dependent choice, for machines of 1, 2, 4 and 16 cores with 0, 1, 2 and 8 GPUs.
+# The lessons' plans (plan_workers, machine_capacity) for every machine shape: tests/test_capacity.py.
 CORES = (1, 2, 4, 16)
 GPUS = (0, 1, 2, 8)
-
-
-@pytest.mark.parametrize("cores", CORES)
-@pytest.mark.parametrize("gpus", GPUS)
-def test_plan_workers_for_every_machine_shape(gpus, cores):
-    plan = devices.plan_workers(gpus, cores)
-    expected_workers = {0: 2, 1: 2, 2: 2, 8: 8}[gpus]          # at least 2, one per GPU, at most 8
-    slots = gpus or cores
-    assert plan.workers == expected_workers
-    assert plan.oversubscribe == (expected_workers > slots)
-    assert plan.share_gpu == (gpus == 1)
-    assert plan.full_data == (gpus > 0)
-    assert plan.ideal_efficiency == pytest.approx(min(expected_workers, slots) / expected_workers)
-    assert (plan.ideal_efficiency == 0.5) == (expected_workers > slots)   # 2 workers, 1 core or 1 GPU
-    assert str(gpus or cores) in plan.text                      # the sentence names this machine
 
 
 @pytest.mark.parametrize("cores, local_size, threads", [

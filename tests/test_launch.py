@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from course_lib.runner import launch, preflight, processes
+from course_lib.runner import launch, processes
 from course_lib.runner.launch import (
     LaunchError, RunFailedError, RunStoppedError, RunTimeoutError, run_horovod, run_python)
 from course_lib.runner.processes import stream_command
@@ -186,7 +186,7 @@ def test_bad_input_is_rejected_with_a_clear_message(kwargs, message, monkeypatch
         raise AssertionError("a process was started despite bad input")
 
     monkeypatch.setattr(processes, "stream_command", must_not_start)
-    monkeypatch.setattr(launch, "available_slots", lambda: 4)
+    monkeypatch.setattr("course_lib.training.capacity.cpu_core_ids", lambda: (0, 1, 2, 3))
     call = {"script": SLEEP, "num_workers": 2, **kwargs}
     with pytest.raises(LaunchError, match=message):
         run_horovod(**call)
@@ -209,8 +209,10 @@ def test_a_folder_given_as_script_is_named_a_folder(tmp_path):
 
 
 def test_too_many_workers_says_how_to_oversubscribe(monkeypatch):
-    monkeypatch.setattr(launch, "available_slots", lambda: 2)
-    with pytest.raises(LaunchError, match="exceeds the 2 slots .*pass oversubscribe=True"):
+    monkeypatch.setattr("course_lib.training.capacity.cpu_core_ids", lambda: (0, 1))
+    monkeypatch.setattr("course_lib.runner.placing.gpu_count", lambda: 0)
+    with pytest.raises(LaunchError, match=r"exceeds the 2 slots of this machine \(2 CPU cores \(0, 1\)\)"
+                                          ".*pass oversubscribe=True"):
         run_horovod(SLEEP, 3)
 
 
@@ -232,17 +234,10 @@ def test_mpi_without_mpirun_is_rejected(tmp_path, monkeypatch):
 
 
 def test_command_is_an_argument_list():
-    cmd = launch.build_horovod_command("/v/horovodrun", 2, "/v/python", Path("/s.py"), ["--a", "b c"],
+    cmd = launch.build_horovod_command("/v/horovodrun", 2, ["/v/python", "/s.py", "--a", "b c"],
                                        "h1:1,h2:1", "mpi", ["--verbose"])
     assert cmd == ["/v/horovodrun", "-np", "2", "--mpi", "-H", "h1:1,h2:1", "--verbose",
                    "/v/python", "/s.py", "--a", "b c"]
-
-
-def test_available_slots_without_gpus_is_the_cpu_count(monkeypatch):
-    monkeypatch.setattr(preflight, "gpu_count", lambda: 0)
-    assert launch.available_slots() == len(os.sched_getaffinity(0))
-    monkeypatch.setattr(preflight, "gpu_count", lambda: 8)
-    assert launch.available_slots() == 8
 
 
 # -- run_python (cheap: no TensorFlow) -----------------------------------------------------------

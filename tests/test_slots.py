@@ -23,6 +23,12 @@ import pytest
 from course_lib.runner import launch, processes, slots
 from course_lib.runner.launch import LaunchError, RunStoppedError, SlotsBusyError, run_python
 from course_lib.runner.processes import ProcessOutcome
+from course_lib.training import capacity
+from course_lib.training.capacity import Capacity
+from course_lib.training.placement import PLACEMENT_ENV, Placement
+
+#: A fake machine of two core slots (ids 0 and 1), whatever this machine has.
+CAP2 = Capacity("cpu", (0, 1), 0, (0, 1))
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,7 +45,9 @@ def holder_process(count: int, script: str = "holder.py") -> subprocess.Popen:
     code = textwrap.dedent(f"""
         import time
         from course_lib.runner import slots
-        grant = slots.acquire({count}, total=2, script={script!r}, workers={count}, timeout_s=300)
+        from course_lib.training.capacity import Capacity
+        grant = slots.acquire({count}, capacity=Capacity("cpu", (0, 1), 0, (0, 1)), script={script!r},
+                              workers={count}, timeout_s=300)
         print("held", grant.slots, flush=True)
         time.sleep(600)
     """)
@@ -56,11 +64,11 @@ def test_busy_slots_fail_clearly_when_asked_not_to_wait():
     holder = holder_process(2, "horovod_fmnist.py")
     try:
         with pytest.raises(SlotsBusyError) as info:
-            slots.acquire(1, total=2, wait=False)
+            slots.acquire(1, capacity=CAP2, wait=False)
         message = str(info.value)
         assert f"pid {holder.pid}" in message and "horovod_fmnist.py" in message
         assert "2 workers" in message and "wait_for_slots=True" in message
-        found = slots.holders(2)
+        found = slots.holders("cpu", (0, 1))
         assert [(h.slot, h.pid) for h in found] == [(0, holder.pid), (1, holder.pid)]
     finally:
         holder.kill()
@@ -71,12 +79,12 @@ def test_a_launch_that_does_not_fit_waits_with_position_holders_and_estimate():
     holder = holder_process(1, "first.py")
     messages: list[str] = []
     try:
-        one = slots.acquire(1, total=2, wait=False)  # fits beside the holder
+        one = slots.acquire(1, capacity=CAP2, wait=False)  # fits beside the holder
         assert one.slots == [1]
         one.release()
         timer = threading.Timer(1.5, holder.kill)
         timer.start()
-        with slots.acquire(2, total=2, notify=messages.append, poll_s=0.1) as grant:
+        with slots.acquire(2, capacity=CAP2, notify=messages.append, poll_s=0.1) as grant:
             assert grant.slots == [0, 1] and grant.waited_s >= 1.0
         timer.join()
     finally:
@@ -92,10 +100,10 @@ def test_a_launch_that_does_not_fit_waits_with_position_holders_and_estimate():
 def test_slots_of_a_holder_killed_with_sigkill_come_back():
     holder = holder_process(2)
     with pytest.raises(SlotsBusyError):
-        slots.acquire(2, total=2, wait=False)
+        slots.acquire(2, capacity=CAP2, wait=False)
     holder.send_signal(signal.SIGKILL)
     holder.wait()
-    with slots.acquire(2, total=2, wait=False) as grant:  # no stale lock
+    with slots.acquire(2, capacity=CAP2, wait=False) as grant:  # no stale lock
         assert grant.slots == [0, 1]
 
 
@@ -106,14 +114,15 @@ def test_the_oldest_waiter_goes_first_and_dead_waiters_are_skipped(private_slots
     holder = holder_process(2)
     waiter = subprocess.Popen(  # queues before us for 1 slot
         [sys.executable, "-c", "from course_lib.runner import slots; "
-         "g = slots.acquire(1, total=2, notify=lambda m: print(m, flush=True), poll_s=0.1); "
+         "from course_lib.training.capacity import Capacity; "
+         "g = slots.acquire(1, capacity=Capacity('cpu', (0, 1), 0, (0, 1)), notify=lambda m: print(m, flush=True), poll_s=0.1); "
          "print('granted', g.slots, flush=True)"],
         cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
         assert "position 1 in line" in waiter.stdout.readline()  # the stale ticket is ignored
         messages: list[str] = []
         thread = threading.Thread(target=lambda: messages.append(
-            slots.acquire(1, total=2, notify=messages.append, poll_s=0.1)))
+            slots.acquire(1, capacity=CAP2, notify=messages.append, poll_s=0.1)))
         thread.start()
         deadline = time.monotonic() + 20
         while not messages and time.monotonic() < deadline:
@@ -175,37 +184,36 @@ def test_stop_while_waiting_for_slots_launches_nothing(tmp_path, monkeypatch):
         holder.wait()
 
 
-@pytest.mark.parametrize("slots_total, workers, oversubscribe, given, threads", [
-    ("4", 2, False, [], "1"),                                # one core per granted slot
-    ("2", 4, True, [], "1"),                                 # oversubscribed: all slots, 1 each
-    ("4", 2, False, ["--threads-per-worker", "3"], None),    # the caller's choice stays
+@pytest.mark.parametrize("cores, workers, oversubscribe, shares", [
+    ((0, 1, 2, 3), 2, False, [[0], [1]]),             # one core per worker, the lowest free first
+    ((0, 1), 4, True, [[0], [1], [0], [1]]),           # oversubscribed: all slots, ranks wrap round
+    ((4, 5, 6, 7), 1, False, [[4]]),                   # a cpuset's own core ids
 ])
-def test_threads_per_worker_follow_the_grant(slots_total, workers, oversubscribe, given, threads,
-                                              monkeypatch, tmp_path):
-    monkeypatch.setenv("COURSE_SLOTS", slots_total)
-    monkeypatch.setattr(launch, "gpu_count", lambda: 0)
+def test_each_rank_gets_its_share_of_the_grant(cores, workers, oversubscribe, shares,
+                                                monkeypatch, tmp_path):
+    monkeypatch.delenv("COURSE_SLOTS")
+    monkeypatch.setattr(capacity, "cpu_core_ids", lambda: cores)
+    monkeypatch.setattr("course_lib.runner.placing.gpu_count", lambda: 0)
     monkeypatch.setattr(launch, "find_horovodrun", lambda python: "/bin/true")
     script = tmp_path / "train.py"
-    script.write_text("# accepts --threads-per-worker\n")
+    script.write_text("# any script\n")
     seen = {}
 
     def fake_stream(command, on_line, *, env, hold_fds, **kwargs):
-        seen.update(command=command, env=env, held=slots.holders(int(slots_total)),
-                    fds=list(hold_fds))
+        seen.update(command=command, env=env, held=slots.holders("cpu", cores), fds=list(hold_fds))
         return ProcessOutcome(0, 0.1, "exited", [1])
 
     monkeypatch.setattr(processes, "stream_command", fake_stream)
-    launch.run_horovod(script, workers, given, oversubscribe=oversubscribe)
-    granted = min(workers, int(slots_total))
+    result = launch.run_horovod(script, workers, ["--x"], oversubscribe=oversubscribe)
+    granted = min(workers, len(cores))
     assert [h.pid for h in seen["held"]] == [os.getpid()] * granted  # held during the run
     assert len(seen["fds"]) == granted  # and handed to the watchdog
-    assert slots.holders(int(slots_total)) == []  # released after it
-    args = seen["command"][seen["command"].index(str(script)) + 1:]
-    if threads is None:
-        assert args == given
-    else:
-        assert args == ["--threads-per-worker", threads]
-        assert seen["env"]["COURSE_THREADS_PER_WORKER"] == threads
+    assert slots.holders("cpu", cores) == []  # released after it
+    placement = Placement.from_env(seen["env"][PLACEMENT_ENV])
+    assert [list(share.cpus) for share in placement.shares] == shares == result.placement
+    command = seen["command"]
+    at = command.index("course_lib.runner.place_rank")   # every rank starts through the wrapper
+    assert command[at - 1] == "-m" and command[at + 2:] == [str(script), "--x"]  # args untouched
 
 
 def test_bad_slot_settings_are_rejected(monkeypatch):
@@ -216,7 +224,10 @@ def test_bad_slot_settings_are_rejected(monkeypatch):
     with pytest.raises(LaunchError, match="slots=-1 must be an int >= 0"):
         run_python(ROOT / "tests" / "scripts" / "sleep_hvd.py", slots=-1)
     with pytest.raises(LaunchError, match="cannot hold 3 of the machine's 2 slots"):
-        slots.acquire(3, total=2)
+        slots.acquire(3, capacity=CAP2)
+    monkeypatch.setenv("COURSE_SLOTS", "999")
+    with pytest.raises(LaunchError, match="COURSE_SLOTS=999 exceeds this machine's"):
+        run_python(ROOT / "tests" / "scripts" / "sleep_hvd.py")
 
 
 def test_nothing_is_left_running():

@@ -25,12 +25,19 @@ needs_horovod = pytest.mark.requires("horovodrun")  # missing: a failure with th
 
 
 
+def two_cores(monkeypatch) -> None:
+    """A fake machine of 2 cores and no GPU, whatever this one has (the panel's slots follow it)."""
+    monkeypatch.delenv("COURSE_SLOTS", raising=False)
+    monkeypatch.setattr("course_lib.training.capacity.cpu_core_ids", lambda: (0, 1))
+    monkeypatch.setattr("course_lib.training.capacity.gpu_names", lambda: [])
+
+
 def log_text(panel: ControlPanel) -> str:
     return "".join(out.get("text", "") for out in panel.log.outputs)
 
 
 def test_panel_builds_with_all_widgets(monkeypatch):
-    monkeypatch.setattr("course_lib.runner.launch.available_slots", lambda: 2)
+    two_cores(monkeypatch)
     panel = ControlPanel()
     assert panel.script == default_script()
     assert panel.script.parts[-2:] == ("source_code", "horovod_fmnist.py")
@@ -132,7 +139,7 @@ def test_warmup_only_runs_are_recognised():
 
 def test_one_epoch_runs_give_no_efficiency(monkeypatch, private_slots):
     """The panel's 1-epoch run is warm-up only: it must not reach the scaling table."""
-    monkeypatch.setattr("course_lib.runner.launch.available_slots", lambda: 2)
+    two_cores(monkeypatch)
     panel = ControlPanel(SCRIPTS / "sleep_hvd.py")
     runs = {1: fake_result(1, 100.0, [True]), 2: fake_result(2, 251.0, [True])}
     monkeypatch.setattr("course_lib.runner.launch.run_horovod",
@@ -147,7 +154,7 @@ def test_one_epoch_runs_give_no_efficiency(monkeypatch, private_slots):
 def test_super_linear_efficiency_is_flagged_with_its_likely_cause(monkeypatch, private_slots):
     from course_lib.lessons.widgets import superlinear_notes
 
-    monkeypatch.setattr("course_lib.runner.launch.available_slots", lambda: 2)
+    two_cores(monkeypatch)
     panel = ControlPanel(SCRIPTS / "sleep_hvd.py")
     runs = {1: fake_result(1, 100.0, [True, False]), 2: fake_result(2, 260.0, [True, False])}
     monkeypatch.setattr("course_lib.runner.launch.run_horovod",

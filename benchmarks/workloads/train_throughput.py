@@ -75,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.mode == "mirrored":
         names = devices.simulate_devices(args.devices)
     if args.threads is not None:
-        devices.configure_worker(local_rank, threads_per_worker=args.threads, local_size=local_size)
+        devices.configure_worker(local_rank, threads_per_worker=args.threads, local_size=local_size,
+                                 pin=False)  # pinned or not is this workload's --pin-core, below
     if args.pin_core:
         devices.pin_cpu_cores(local_rank, 1)  # what source_code/horovod_fmnist.py does by default
 

@@ -110,14 +110,17 @@ class ControlPanel:
                  python: str = sys.executable, timeout: float | None = None) -> None:
         import ipywidgets as w
 
-        from course_lib.runner.launch import available_slots
+        from course_lib.training.capacity import plan_workers
 
         self.script = Path(script) if script is not None else default_script()
         self.records_path = Path(records_path) if records_path is not None else None
         self.default_args = [str(a) for a in default_args]
         self.python = python
         self.timeout = timeout
-        self.slots = available_slots()
+        # The same decision as notebook 03's runs (one GPU: CPU workers); its slots are the machine's
+        # cores or GPUs of that device (machine_capacity, which honours $COURSE_SLOTS).
+        self.plan = plan_workers(at_most=2)
+        self.slots = self.plan.slots
         self.records: list[Any] = self._load_records()
         self.last_result: Any = None  # the last RunResult
         self.last_error: BaseException | None = None
@@ -125,9 +128,6 @@ class ControlPanel:
         self._thread: threading.Thread | None = None
         self._stop_event: threading.Event | None = None
 
-        from course_lib.training.devices import plan_workers
-
-        self.plan = plan_workers(at_most=2)  # the same decision as notebook 03's runs (one GPU: 2 share it)
         self.workers = w.IntSlider(value=self.plan.workers, min=1,
                                    max=max(2 * self.slots, self.plan.workers), description="workers")
         self.oversubscribe_note = w.HTML()
@@ -272,7 +272,8 @@ class ControlPanel:
                 "--json", *self.default_args]
         try:
             result = run_horovod(self.script, workers, args, controller=controller,
-                                 oversubscribe=workers > self.slots, output=self.log,
+                                 oversubscribe=workers > self.slots, device=self.plan.device,
+                                 output=self.log,
                                  stop_event=self._stop_event, on_event=self._on_event,
                                  timeout=self.timeout, python=self.python)
             self.last_result = result

@@ -2,7 +2,10 @@
 
 This is the glue shared by every launcher (:mod:`course_lib.runner.launch`'s ``run_horovod`` and
 ``run_python``, :mod:`course_lib.runner.multiworker`'s elastic, ``mpirun`` and multi-process runs):
-``execute`` holds the run's slots (:mod:`course_lib.runner.slots`), streams every line through
+``execute`` holds the run's slots (:mod:`course_lib.runner.slots`), hands each rank its share of them
+(a :class:`PlaceRequest` becomes ``$COURSE_PLACEMENT``, read by the rank wrapper
+:mod:`course_lib.runner.place_rank` that the launchers put in front of every rank; what to hold is
+decided by :func:`course_lib.runner.placing.plan_placement`), streams every line through
 :func:`course_lib.runner.processes.stream_command` under the watchdog, shows each line on the stream
 it was written to (with or without rank prefixes), collects the JSON lines into a
 :class:`RunResult`, and turns a non-zero exit, a timeout or a stop request into one of the errors
@@ -20,10 +23,12 @@ import threading
 import time
 from typing import Any, Callable, Mapping, Sequence
 
-from course_lib.runner.preflight import available_slots
+from course_lib.runner.placing import PlaceRequest
 from course_lib.runner.runlog import RunResult, parse_line
+from course_lib.training.placement import PLACEMENT_ENV, Placement, cut_shares
 
 __all__ = ["RunFailedError", "RunTimeoutError", "RunStoppedError", "TagJoiner", "execute", "make_printer"]
+
 
 TAIL_LINES = 15
 #: Open MPI's ``--tag-output`` prefix, ``[jobid,rank]<stdout>:``.
@@ -110,10 +115,9 @@ def execute(command: list[str], *, horovod: bool, show: str = "all", output: Any
             env: Mapping[str, str] | None = None, cwd: Any = None, timeout: float | None = None,
             check: bool = True, stop_event: threading.Event | None = None,
             on_event: Callable[[dict], None] | None = None, grace_s: Sequence[float] = (3.0, 3.0),
-            clock: Callable[[], float] = time.monotonic, slots: int = 0,
-            total_slots: int | None = None, wait_for_slots: bool = True, script: str = "?",
-            workers: int = 0) -> RunResult:
-    """Hold ``slots`` machine-wide slots (0: none), then stream ``command`` under a watchdog.
+            clock: Callable[[], float] = time.monotonic, place: PlaceRequest | None = None,
+            wait_for_slots: bool = True, script: str = "?", workers: int = 0) -> RunResult:
+    """Hold the slots of ``place`` (``None``: none) and hand them out, then stream ``command`` under a watchdog.
 
     The inputs are not checked here: the public launchers check them first (they call this once
     everything is known to be valid).
@@ -126,8 +130,9 @@ def execute(command: list[str], *, horovod: bool, show: str = "all", output: Any
         env: Extra environment variables (added to the current environment).
         cwd, timeout, check, stop_event, on_event, grace_s, clock, wait_for_slots: As in
             :func:`course_lib.runner.launch.run_horovod`.
-        slots: Machine-wide slots to hold while the run lives (0: none).
-        total_slots: The machine's slots (``None``: asked from :mod:`course_lib.runner.slots`).
+        place: The slots to hold while the run lives and how its ranks share them; the shares reach
+            the ranks as ``$COURSE_PLACEMENT`` (the command must start them through
+            :data:`course_lib.runner.placing.RANK_WRAPPER`). ``None``: hold nothing (runs on other machines).
         script, workers: What the slot files say about the holder.
 
     Returns:
@@ -144,17 +149,25 @@ def execute(command: list[str], *, horovod: bool, show: str = "all", output: Any
     result = RunResult(command=list(command))
     printer = make_printer(output)
     grant = None
-    if slots:
-        total = total_slots if total_slots is not None else slot_files.total_slots(available_slots())
+    if place is not None and place.slots:
         try:
             grant = slot_files.acquire(
-                min(slots, total), total=total, script=script, workers=workers or slots,
-                timeout_s=timeout, wait=wait_for_slots, stop_event=stop_event,
-                notify=lambda message: printer(message, "stderr"))
+                min(place.slots, place.capacity.slots), capacity=place.capacity, script=script,
+                workers=workers or place.workers, timeout_s=timeout, wait=wait_for_slots,
+                stop_event=stop_event, notify=lambda message: printer(message, "stderr"))
         except slot_files.SlotWaitCancelled:
             raise RunStoppedError("run was stopped while it waited for slots (nothing was "
                                   "launched)", returncode=None, rank=None, tail="",
                                   result=result) from None
+        try:
+            shares = cut_shares(grant.kind, grant.slots, max(1, place.workers))
+        except BaseException:
+            grant.release()
+            raise
+        full_env[PLACEMENT_ENV] = Placement(shares, place.hosts, place.hide_gpus).to_env()
+        result.placement = [list(share.cpus or share.gpus) for share in shares]
+    else:
+        full_env.pop(PLACEMENT_ENV, None)
     try:
         return _stream(command, result, printer, horovod=horovod, show=show, env=full_env,
                        cwd=cwd, timeout=timeout, check=check, stop_event=stop_event,

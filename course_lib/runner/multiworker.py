@@ -12,8 +12,10 @@
 Fault drills (kill a worker mid-epoch, read the group sizes) are in :mod:`course_lib.runner.faults`.
 
 All of them stream, time out, stop and clean up through :func:`course_lib.runner.execute.execute`
-(the glue of ``run_horovod``: the same zero-orphan guarantee) and check their input before anything
-starts, with the port, host and worker-range checks of :mod:`course_lib.runner.preflight`.
+(the glue of ``run_horovod``: the same zero-orphan guarantee), check their input before anything
+starts, with the port, host and worker-range checks of :mod:`course_lib.runner.preflight`, and hold
+this machine's slots like ``run_horovod`` (:func:`course_lib.runner.placing.plan_placement`: the same
+queue, the same "who holds the slots" message, each rank on its own granted cores or GPU).
 
 Introduced in notebooks/06_beyond_one_machine.ipynb.
 """
@@ -30,11 +32,13 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from course_lib.runner.execute import RunFailedError, execute
+from course_lib.runner.placing import RANK_WRAPPER, PlaceRequest, placed, plan_placement
 from course_lib.runner.preflight import (
     LaunchError, check_common, check_hosts, check_int, check_mpirun, check_ports, check_script,
     check_strings, check_worker_range, find_horovodrun)
 from course_lib.runner.runlog import RunResult
 from course_lib.runner.supervise import SPEC_VAR
+from course_lib.training.placement import WORKER_INDEX_ENV
 
 __all__ = ["DISCOVERY_SCRIPT", "LOCAL_HOSTS", "check_worker_range", "check_ports", "free_ports",
            "tf_config", "build_elastic_command", "build_mpirun_command", "run_elastic",
@@ -66,8 +70,9 @@ def build_elastic_command(horovodrun: str, python: str, script: Path, script_arg
                           *, num_workers: int, min_workers: int, max_workers: int,
                           discovery_script: Path, network_interface: str | None,
                           cooldown_range: tuple[int, int] | None, elastic_timeout: int,
-                          extra: Sequence[str] = ()) -> list[str]:
-    """The elastic ``horovodrun`` argument list (no validation; see :func:`run_elastic`)."""
+                          extra: Sequence[str] = (), wrapper: Sequence[str] = ()) -> list[str]:
+    """The elastic ``horovodrun`` argument list (no validation; see :func:`run_elastic`); ``wrapper``
+    (the rank wrapper of a placed run) goes in front of ``python``."""
     command = [horovodrun, "-np", str(num_workers), "--min-np", str(min_workers),
                "--max-np", str(max_workers), "--host-discovery-script", str(discovery_script),
                "--elastic-timeout", str(elastic_timeout)]
@@ -75,20 +80,21 @@ def build_elastic_command(horovodrun: str, python: str, script: Path, script_arg
         command += ["--network-interface", network_interface]
     if cooldown_range:
         command += ["--blacklist-cooldown-range", str(cooldown_range[0]), str(cooldown_range[1])]
-    return command + list(extra) + [python, str(script)] + list(script_args)
+    return command + list(extra) + list(wrapper) + [python, str(script)] + list(script_args)
 
 
 def build_mpirun_command(python: str, script: Path, script_args: Sequence[str], *,
-                         num_workers: int, hosts: str, as_root: bool) -> list[str]:
+                         num_workers: int, hosts: str, as_root: bool,
+                         wrapper: Sequence[str] = ()) -> list[str]:
     """The Open MPI line of ``cluster/mpirun_horovod.sh`` (tests/test_cluster_files.py checks
-    that both agree)."""
+    that both agree); ``wrapper`` (the rank wrapper of a placed run) goes in front of ``python``."""
     root = ["--allow-run-as-root"] if as_root else []
     return (["mpirun"] + root + ["-np", str(num_workers), "-H", hosts, "-bind-to", "none",
                                  "-map-by", "slot", "--tag-output", "-x", "PATH",
                                  "-x", "LD_LIBRARY_PATH", "-x", "PYTHONUNBUFFERED=1",
                                  "-x", "TF_CPP_MIN_LOG_LEVEL=2", "-mca", "mpi_yield_when_idle",
                                  "1", "-mca", "pml", "ob1", "-mca", "btl", "^openib",
-                                 python, str(script)] + list(script_args))
+                                 *wrapper, python, str(script)] + list(script_args))
 
 
 def _run(command: list[str], env: Mapping[str, str] | None, what: str, **kw: Any) -> RunResult:
@@ -112,7 +118,8 @@ def run_elastic(script: str | os.PathLike[str], script_args: Sequence[str] = (),
                 stop_event: threading.Event | None = None,
                 on_event: Callable[[dict], None] | None = None,
                 grace_s: Sequence[float] = (3.0, 3.0),
-                clock: Callable[[], float] = time.monotonic) -> RunResult:
+                clock: Callable[[], float] = time.monotonic, device: str | None = None,
+                oversubscribe: bool = False, wait_for_slots: bool = True) -> RunResult:
     """Run a Horovod Elastic job, live: it starts with ``num_workers`` and keeps going with any
     number between ``min_workers`` and ``max_workers``.
 
@@ -125,7 +132,9 @@ def run_elastic(script: str | os.PathLike[str], script_args: Sequence[str] = (),
         cooldown_range: ``(low, high)`` seconds before a blacklisted host may return; None: never.
         elastic_timeout: Seconds to wait for ``min_workers`` after a failure.
         timeout, env, extra_horovodrun_args, show, output, check, python, cwd, stop_event,
-        on_event, grace_s, clock: As in :func:`course_lib.runner.launch.run_horovod`.
+        on_event, grace_s, clock, device, oversubscribe, wait_for_slots: As in
+        :func:`course_lib.runner.launch.run_horovod`. On this machine the run holds ``max_workers``
+        slots (the most it can grow to); a worker that re-joins gets the share of its host slot.
 
     Returns:
         The :class:`RunResult` (use :func:`world_sizes` for the sizes the group went through).
@@ -149,15 +158,17 @@ def run_elastic(script: str | os.PathLike[str], script_args: Sequence[str] = (),
         if high < low:
             raise LaunchError(f"cooldown_range={cooldown_range!r} must be (low, high) with low <= high")
     check_int("elastic_timeout", elastic_timeout)
+    place = plan_placement(max_workers, hosts=hosts, device=device, oversubscribe=oversubscribe)
     command = build_elastic_command(
         find_horovodrun(exe), exe, path, args, num_workers=num_workers, min_workers=min_workers,
         max_workers=max_workers, discovery_script=discovery.resolve(),
         network_interface=network_interface, cooldown_range=cooldown_range,
-        elastic_timeout=elastic_timeout, extra=extra)
+        elastic_timeout=elastic_timeout, extra=extra, wrapper=RANK_WRAPPER if place else ())
     run_env = {"DISCOVER_HOSTS": " ".join(h.strip() for h in hosts.split(",")), **dict(env or {})}
     return _run(command, run_env, "horovodrun", show=show, output=output, cwd=cwd,
                 timeout=timeout, check=check, stop_event=stop_event, on_event=on_event,
-                grace_s=grace_s, clock=clock)
+                grace_s=grace_s, clock=clock, place=place, wait_for_slots=wait_for_slots,
+                script=path.name, workers=max_workers)
 
 
 def run_workers(script: str | os.PathLike[str], script_args: Sequence[str] = (), *,
@@ -168,7 +179,8 @@ def run_workers(script: str | os.PathLike[str], script_args: Sequence[str] = (),
                 stop_event: threading.Event | None = None,
                 on_event: Callable[[dict], None] | None = None,
                 grace_s: Sequence[float] = (3.0, 3.0),
-                clock: Callable[[], float] = time.monotonic) -> RunResult:
+                clock: Callable[[], float] = time.monotonic, device: str | None = None,
+                oversubscribe: bool = False, wait_for_slots: bool = True) -> RunResult:
     """Run ``python script args`` once per entry of ``worker_envs``, as one supervised run.
 
     Worker ``i`` gets the current environment plus ``env`` plus ``worker_envs[i]``; its lines
@@ -180,7 +192,9 @@ def run_workers(script: str | os.PathLike[str], script_args: Sequence[str] = (),
         timeout: Seconds before everything is ended; required (a worker may wait forever for
             a missing peer).
         script, script_args, env, show, output, check, python, cwd, stop_event, on_event,
-        grace_s, clock: As in :func:`course_lib.runner.launch.run_horovod`.
+        grace_s, clock, device, oversubscribe, wait_for_slots: As in
+        :func:`course_lib.runner.launch.run_horovod`: the group holds one slot per worker, and
+        worker ``i`` runs on share ``i``.
 
     Returns:
         One :class:`RunResult` for all workers.
@@ -197,17 +211,21 @@ def run_workers(script: str | os.PathLike[str], script_args: Sequence[str] = (),
     args = check_strings("script_args", script_args)
     if isinstance(worker_envs, Mapping) or not worker_envs:
         raise LaunchError("worker_envs must be a non-empty list of mappings, one per worker")
+    place: PlaceRequest | None = plan_placement(len(worker_envs), device=device,
+                                                oversubscribe=oversubscribe)
     specs = []
     for index, extra in enumerate(worker_envs):
         names = check_strings(f"worker_envs[{index}] keys", list(extra))
         values = check_strings(f"worker_envs[{index}] values", list(extra.values()))
-        specs.append({"argv": [exe, str(path)] + args, "env": dict(zip(names, values))})
+        specs.append({"argv": placed(place, [exe, str(path)] + args),
+                      "env": {WORKER_INDEX_ENV: str(index), **dict(zip(names, values))}})
     run_env = {**dict(env or {}), SPEC_VAR: json.dumps(specs)}
     command = [exe, "-m", "course_lib.runner.supervise"]
     return _run(command, run_env, f"the group of {len(specs)} workers", show=show,
                 output=output, cwd=cwd, timeout=timeout,
                 check=check, stop_event=stop_event, on_event=on_event, grace_s=grace_s,
-                clock=clock)
+                clock=clock, place=place, wait_for_slots=wait_for_slots, script=path.name,
+                workers=len(specs))
 
 
 def run_multiworker(script: str | os.PathLike[str], script_args: Sequence[str] = (), *,
@@ -236,7 +254,9 @@ def run_mpirun(script: str | os.PathLike[str], script_args: Sequence[str] = (), 
     Args:
         hosts: ``host:slots,...``; default ``localhost:<num_workers>``.
         script, script_args, num_workers, **kwargs: As in :func:`run_horovod`
-            (``timeout``, ``env``, ``show``, ``output``, ``check``, ``python``, ``cwd``, ...).
+            (``timeout``, ``env``, ``show``, ``output``, ``check``, ``python``, ``cwd``,
+            ``device``, ``oversubscribe``, ``wait_for_slots``, ...): on this machine the run holds
+            one slot per worker, and rank ``r`` (``OMPI_COMM_WORLD_RANK``) runs on share ``r``.
 
     Raises:
         LaunchError: Bad input or no ``mpirun``, before anything is launched.
@@ -251,9 +271,12 @@ def run_mpirun(script: str | os.PathLike[str], script_args: Sequence[str] = (), 
         raise LaunchError(f"num_workers={num_workers} exceeds the slots of hosts={hosts!r}")
     env = dict(kwargs.pop("env", None) or {})
     check_mpirun(dict(os.environ) | env)
+    place = plan_placement(num_workers, hosts=hosts, device=kwargs.pop("device", None),
+                           oversubscribe=kwargs.pop("oversubscribe", False))
     command = build_mpirun_command(exe, path, args, num_workers=num_workers, hosts=hosts,
-                                   as_root=os.geteuid() == 0)
+                                   as_root=os.geteuid() == 0, wrapper=RANK_WRAPPER if place else ())
     defaults = {"show": "rank0", "output": None, "check": True, "cwd": None, "timeout": None,
                 "stop_event": None, "on_event": None, "grace_s": (3.0, 3.0),
-                "clock": time.monotonic}
-    return _run(command, env, "mpirun", **{**defaults, **kwargs})
+                "clock": time.monotonic, "wait_for_slots": True}
+    return _run(command, env, "mpirun", place=place, script=path.name, workers=num_workers,
+                **{**defaults, **kwargs})

@@ -1,8 +1,10 @@
 """Checks made before anything is launched: inputs, slots, horovodrun, mpirun, ports, worker ranges.
 
 Every check raises :class:`LaunchError` with one message that says what is wrong and how to fix
-it. Used by :mod:`course_lib.runner.launch`, which re-exports ``LaunchError``, ``available_slots`` and
-``find_horovodrun``, and by :mod:`course_lib.runner.multiworker` (ports, elastic worker ranges).
+it. Used by :mod:`course_lib.runner.launch`, which re-exports ``LaunchError`` and ``find_horovodrun``,
+and by :mod:`course_lib.runner.multiworker` (ports, elastic worker ranges). What the machine can run is
+asked of :func:`course_lib.training.capacity.machine_capacity` (:func:`capacity` turns its errors into
+``LaunchError``).
 
 Introduced in notebooks/03_horovod.ipynb.
 """
@@ -16,9 +18,10 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from course_lib.training.devices import cpu_cores, gpu_names
+from course_lib.training.capacity import Capacity, CapacityError, machine_capacity
+from course_lib.training.hardware import gpu_names
 
-__all__ = ["LaunchError", "available_slots", "find_horovodrun", "gpu_count", "check_hosts",
+__all__ = ["LaunchError", "capacity", "hosts_are_local", "find_horovodrun", "gpu_count", "check_hosts",
            "check_script", "check_strings", "check_env", "check_common", "check_mpirun", "check_int",
            "check_worker_range", "check_ports", "CONTROLLERS"]
 
@@ -40,14 +43,31 @@ def gpu_count() -> int:
     return len(gpu_names())
 
 
-def available_slots() -> int:
-    """How many Horovod workers this machine runs without oversubscribing.
+def capacity(device: str | None = None) -> Capacity:
+    """The machine's slots for ``device`` (``"cpu"``, ``"gpu"``, ``None``: GPUs where there are any).
 
-    Returns:
-        The number of GPUs if there are any, else the number of CPU cores this process may use
-        (both from :mod:`course_lib.training.devices`).
+    Raises:
+        LaunchError: A bad ``device`` or ``$COURSE_SLOTS`` (the message says how to fix it).
     """
-    return gpu_count() or cpu_cores()
+    try:
+        return machine_capacity(device)
+    except CapacityError as exc:
+        raise LaunchError(str(exc)) from None
+
+
+_LOCAL_NAMES = ("localhost", "127.0.0.1")
+
+
+def hosts_are_local(hosts: str | None) -> bool:
+    """Whether every host of ``"host:slots,..."`` is this machine (``None``: this machine).
+
+    ``localhost``, ``127.0.0.1`` and this machine's host name count; the launcher places and counts the
+    workers of such runs against this machine's slots.
+    """
+    if hosts is None:
+        return True
+    names = {part.strip().partition(":")[0] for part in hosts.replace(" ", ",").split(",") if part.strip()}
+    return names <= set(_LOCAL_NAMES) | {socket.gethostname()}
 
 
 def find_horovodrun(python: str = sys.executable) -> str:

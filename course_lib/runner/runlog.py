@@ -78,6 +78,8 @@ class RunResult:
         log: Every line, as printed (rank prefixes included).
         events: Every JSON event with the rank that printed it, ``[(rank, event), ...]``.
         pids: Every process id of the run (the launcher and its descendants).
+        placement: Each rank slot's granted core ids (or GPU indices), in rank order; ``[]`` when the
+            run held no slots (hosts elsewhere).
     """
 
     command: list[str]
@@ -91,6 +93,7 @@ class RunResult:
     log: list[str] = field(default_factory=list)
     events: list[tuple[int, dict]] = field(default_factory=list)
     pids: list[int] = field(default_factory=list)
+    placement: list[list[int]] = field(default_factory=list)
     _parsed: list[tuple[int | None, str, str]] = field(default_factory=list, repr=False)
 
     def add_line(self, line: str, rank: int | None, stream: str, text: str,

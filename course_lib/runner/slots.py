@@ -1,13 +1,14 @@
 """Machine-wide worker slots: concurrent learners share one server fairly, and no lock goes stale.
 
-A slot is one CPU core (or one GPU where there are GPUs). The slots of a machine are the files
-``slot-00.lock`` … in one shared folder, ``$COURSE_SLOTS_DIR`` (default ``/tmp/course-slots``,
-created world-writable with the sticky bit, like ``/tmp``); how many there are is
-``$COURSE_SLOTS`` or, by default, the machine's GPUs or cores. A run holds a slot by holding an
-exclusive ``fcntl.flock`` on its file for its whole life, in the launching process and in the
-run's watchdog (:mod:`course_lib.runner.watchdog`). The operating system drops a ``flock`` when
-the last process holding it ends, however it ends (SIGKILL included), so a crash never leaves a
-stale lock, and the slots come free only once the run's processes are gone.
+A slot is one concrete CPU core or GPU (:func:`course_lib.training.capacity.machine_capacity`, which
+also applies ``$COURSE_SLOTS``), and its file is named after it (``cpu-003.lock``, ``gpu-01.lock``) in
+one shared folder, ``$COURSE_SLOTS_DIR`` (default ``/tmp/course-slots``, created world-writable with
+the sticky bit, like ``/tmp``). A run holds a slot by holding an exclusive ``fcntl.flock`` on its file
+for its whole life, in the launching process and in the run's watchdog
+(:mod:`course_lib.runner.watchdog`). The operating system drops a ``flock`` when the last process
+holding it ends, however it ends (SIGKILL included), so a crash never leaves a stale lock, and the
+slots come free only once the run's processes are gone. A :class:`SlotGrant` names the cores or GPUs
+it holds, so concurrent runs are placed on disjoint ones (:mod:`course_lib.training.placement`).
 
 A launch that does not fit queues: it holds a ticket file (locked the same way, so the tickets
 of dead waiters are ignored), and the oldest live ticket is served first, so a large request is
@@ -15,7 +16,7 @@ not starved by small ones. While it waits, a message says its position, who hold
 (user, pid, script, workers, for how long) and an estimate. With ``wait=False`` it raises
 :class:`SlotsBusyError` naming the holders instead.
 
-The slot files themselves (folder, locks, holders) are read in :mod:`course_lib.runner.slot_files`.
+The slot files themselves (folder, locks, holders) are :mod:`course_lib.training.slot_files`.
 
 Introduced in notebooks/03_horovod.ipynb.
 """
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import fcntl
 import getpass
-import json
 import os
 import threading
 import time
@@ -34,11 +34,12 @@ from pathlib import Path
 from typing import Callable
 
 from course_lib.runner.preflight import LaunchError
-from course_lib.runner.slot_files import (
-    DEFAULT_DIR, Holder, holders, live_tickets, open_lock, slots_dir, try_lock)
+from course_lib.training.capacity import Capacity
+from course_lib.training.slot_files import (
+    DEFAULT_DIR, Holder, holders, live_tickets, lock_path, open_lock, slots_dir, try_lock, write_holder)
 
-__all__ = ["SlotsBusyError", "SlotWaitCancelled", "Holder", "SlotGrant", "slots_dir",
-           "total_slots", "holders", "acquire", "DEFAULT_DIR"]
+__all__ = ["SlotsBusyError", "SlotWaitCancelled", "Holder", "SlotGrant", "slots_dir", "holders",
+           "acquire", "DEFAULT_DIR"]
 
 class SlotsBusyError(LaunchError):
     """The slots asked for are held by other runs and the caller asked not to wait."""
@@ -53,11 +54,12 @@ class SlotGrant:
     """Slots held by this process until :meth:`release` (also a context manager).
 
     Attributes:
-        slots: Indices of the slots held. fds: Their locked file descriptors (pass them to the
-        watchdog, which keeps them locked until the run's processes are gone).
-        total: Slots of the machine. waited_s: Seconds spent in the queue.
+        kind: ``"cpu"`` or ``"gpu"``. slots: The core ids or GPU indices held. fds: Their locked file
+        descriptors (pass them to the watchdog, which keeps them locked until the run's processes are
+        gone). total: Slots of the machine. waited_s: Seconds spent in the queue.
     """
 
+    kind: str
     slots: list[int]
     fds: list[int]
     total: int
@@ -81,29 +83,14 @@ class SlotGrant:
         self.release()
 
 
-def total_slots(default: int) -> int:
-    """``$COURSE_SLOTS`` (a positive int) if set, else ``default`` (the machine's GPUs or cores).
-
-    Raises:
-        LaunchError: If ``$COURSE_SLOTS`` is not a positive int.
-    """
-    raw = os.environ.get("COURSE_SLOTS")
-    if raw is None or raw == "":
-        return default
-    if not raw.isdigit() or int(raw) < 1:
-        raise LaunchError(f"COURSE_SLOTS={raw!r} must be a positive int (the machine's worker "
-                          "slots); unset it to use the machine's cores or GPUs")
-    return int(raw)
-
-
-def _take(count: int, total: int, folder: Path, info: dict) -> tuple[list[int], list[int]]:
-    """Lock ``count`` free slots (all or none); write ``info`` into each."""
+def _take(count: int, capacity: Capacity, folder: Path, info: dict) -> tuple[list[int], list[int]]:
+    """Lock ``count`` free slots (all or none), the lowest free ids first; write ``info`` into each."""
     slots: list[int] = []
     fds: list[int] = []
-    for slot in range(total):
+    for slot in capacity.ids:
         if len(slots) == count:
             break
-        fd = open_lock(folder / f"slot-{slot:02d}.lock")
+        fd = open_lock(lock_path(folder, capacity.kind, slot))
         if try_lock(fd):
             slots.append(slot)
             fds.append(fd)
@@ -113,13 +100,8 @@ def _take(count: int, total: int, folder: Path, info: dict) -> tuple[list[int], 
         for fd in fds:
             os.close(fd)
         return [], []
-    data = json.dumps(info).encode()
     for fd in fds:
-        try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, data, 0)
-        except OSError:  # another user's read-only file: the holder shows as "?"
-            pass
+        write_holder(fd, info)
     return slots, fds
 
 
@@ -130,15 +112,15 @@ def _estimate(found: list[Holder], now: float) -> str:
     return "no upper bound (a holder set no timeout); runs of this course take minutes"
 
 
-def acquire(count: int, *, total: int, script: str = "?", workers: int = 0,
+def acquire(count: int, *, capacity: Capacity, script: str = "?", workers: int = 0,
             timeout_s: float | None = None, wait: bool = True,
             notify: Callable[[str], None] = print, stop_event: threading.Event | None = None,
             poll_s: float = 0.5, directory: Path | None = None) -> SlotGrant:
     """Hold ``count`` of the machine's ``total`` slots, waiting in line if they are taken.
 
     Args:
-        count: Slots wanted, 1 <= count <= total.
-        total: Slots of the machine (:func:`total_slots`).
+        count: Slots wanted, 1 <= count <= ``capacity.slots``.
+        capacity: The machine's slots of one kind (:func:`course_lib.training.capacity.machine_capacity`).
         script, workers, timeout_s: What the waiting messages of others show about this run.
         wait: ``False``: raise :class:`SlotsBusyError` instead of waiting.
         notify: Called with each waiting message (when the position or the holders change).
@@ -149,9 +131,10 @@ def acquire(count: int, *, total: int, script: str = "?", workers: int = 0,
         The :class:`SlotGrant` (release it, or use it as a context manager).
 
     Raises:
-        LaunchError: ``count`` outside 1..total. SlotsBusyError: Busy and ``wait=False``.
+        LaunchError: ``count`` outside 1..slots. SlotsBusyError: Busy and ``wait=False``.
         SlotWaitCancelled: ``stop_event`` was set while waiting.
     """
+    total = capacity.slots
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= total:
         raise LaunchError(f"cannot hold {count!r} of the machine's {total} slots")
     folder = directory or slots_dir()
@@ -168,10 +151,10 @@ def acquire(count: int, *, total: int, script: str = "?", workers: int = 0,
                 ahead = line[:line.index(ticket)] if ticket is not None and ticket in line else line
                 if not ahead:
                     info["started"] = time.time()
-                    slots, fds = _take(count, total, folder, info)
+                    slots, fds = _take(count, capacity, folder, info)
                     if slots:
-                        return SlotGrant(slots, fds, total, time.monotonic() - started)
-                found = holders(total, folder)
+                        return SlotGrant(capacity.kind, slots, fds, total, time.monotonic() - started)
+                found = holders(capacity.kind, capacity.ids, folder)
             finally:
                 fcntl.flock(mutex, fcntl.LOCK_UN)
             now = time.time()

@@ -5,7 +5,8 @@ GPU into virtual GPUs or the CPU into logical CPUs. TensorFlow only accepts that
 initialises its devices, so :func:`simulate_devices` must run before anything else uses
 TensorFlow; importing this module does not import TensorFlow. What the machine has (cores, GPUs)
 and the choices that depend on it live in :mod:`course_lib.training.hardware`; they are re-exported
-here, so ``devices.cpu_cores()`` and ``devices.plan_workers()`` keep working.
+here, so ``devices.cpu_cores()`` and ``devices.plan_workers()`` keep working (the plans themselves are
+:mod:`course_lib.training.capacity`; which cores or GPU a worker takes is :mod:`course_lib.training.placement`).
 
 Introduced in notebooks/00_setup.ipynb.
 """
@@ -15,8 +16,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from course_lib.training.hardware import (WorkerPlan, cores_per_worker, cpu_cores, gpu_for_rank,
-                                          gpu_names, machine_line, mirrored_layout, plan_workers)
+from course_lib.training.capacity import WorkerPlan, mirrored_layout, plan_workers
+from course_lib.training.hardware import cores_per_worker, cpu_cores, gpu_for_rank, gpu_names, machine_line
+from course_lib.training.placement import set_affinity, worker_share
 
 __all__ = [
     "DeviceError",
@@ -186,7 +188,7 @@ def set_cpu_threads(threads: int) -> None:
 
 
 def pin_cpu_cores(local_rank: int, threads: int) -> list[int]:
-    """Keep this CPU worker on its own ``threads`` cores: the CPU counterpart of one GPU per process.
+    """The classic idiom: keep CPU worker ``local_rank`` on the ``local_rank``-th share of ``threads`` cores.
 
     The cores this process may use (``os.sched_getaffinity``, so a binding by mpirun, taskset or a
     container's cpuset is respected) are cut into consecutive shares of ``threads``; local rank ``r``
@@ -194,7 +196,10 @@ def pin_cpu_cores(local_rank: int, threads: int) -> list[int]:
     oversubscribed run does). Every thread of the process is moved, Horovod's background thread
     included, and threads started later inherit the cores. On the course's 2-core machine, two
     workers pinned this way got through more images per second than unpinned ones in every round of
-    ``make bench`` section 1h (benchmarks/README.md). Introduced in notebooks/03_horovod.ipynb.
+    ``make bench`` section 1h (benchmarks/README.md). It is right only when every rank of the machine
+    shares one host name and no other run uses the machine: the course's scripts call
+    :func:`course_lib.training.placement.worker_share` instead (the launcher's grant, else free cores).
+    Introduced in notebooks/03_horovod.ipynb.
 
     Args:
         local_rank: ``hvd.local_rank()``.
@@ -216,29 +221,26 @@ def pin_cpu_cores(local_rank: int, threads: int) -> list[int]:
     allowed = sorted(os.sched_getaffinity(0))
     share = local_rank % max(1, len(allowed) // threads)
     cores = allowed[share * threads:(share + 1) * threads]
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            os.sched_setaffinity(int(tid), cores)
-        except OSError:  # the thread ended meanwhile
-            pass
+    set_affinity(cores)
     return cores
 
 
 def configure_worker(local_rank: int, *, threads_per_worker: int | None = None,
-                     local_size: int = 1) -> str:
-    """Give one Horovod worker its own device; call before TensorFlow initialises devices.
+                     local_size: int = 1, pin: bool = True) -> str:
+    """Give one worker its own device; call before TensorFlow initialises devices.
 
-    With GPUs: only GPU ``local_rank % GPUs`` is made visible (with memory growth, so that
-    workers sharing a GPU each take only what they use), so inside this process it is ``/gpu:0``.
-    Without GPUs: intra-op threads = ``threads_per_worker`` (default
-    ``max(1, cores // local_size)``, so the workers of one host share its cores instead of
-    oversubscribing them) and inter-op threads = 1 (Keras runs one step's ops in sequence;
-    Horovod's allreduce is asynchronous and needs no inter-op thread of its own).
+    Which GPU or cores is :func:`course_lib.training.placement.worker_share`'s decision (the
+    launcher's grant, else a free GPU or free cores, else the local rank). With GPUs: only that GPU is
+    made visible (with memory growth), so inside this process it is ``/gpu:0``. Without GPUs:
+    intra-op threads = ``threads_per_worker`` (default: the share's cores) and inter-op threads = 1
+    (Keras runs one step's ops in sequence; Horovod's allreduce is asynchronous and needs no inter-op
+    thread of its own).
 
     Args:
-        local_rank: ``hvd.local_rank()``.
+        local_rank: ``hvd.local_rank()`` (0 for a process outside Horovod).
         threads_per_worker: CPU threads for this worker (CPU only).
         local_size: ``hvd.local_size()``, workers on this host.
+        pin: ``False``: do not confine this worker to its cores (a benchmark's control).
 
     Returns:
         The device this worker uses: ``"/gpu:0"`` or ``"/cpu:0"``.
@@ -259,13 +261,14 @@ def configure_worker(local_rank: int, *, threads_per_worker: int | None = None,
     import tensorflow as tf
 
     gpus = tf.config.list_physical_devices("GPU")
+    share = worker_share(local_rank, local_size, gpus=len(gpus), threads=threads_per_worker, pin=pin)
     try:
         if gpus:
-            gpu = gpus[gpu_for_rank(local_rank, len(gpus))]  # more workers than GPUs share them
+            gpu = gpus[share.gpu_index]
             tf.config.set_visible_devices(gpu, "GPU")
-            tf.config.experimental.set_memory_growth(gpu, True)  # so that sharers both fit
+            tf.config.experimental.set_memory_growth(gpu, True)
             return "/gpu:0"
-        set_cpu_threads(threads_per_worker or cores_per_worker(local_size))
+        set_cpu_threads(share.threads)
         return "/cpu:0"
     except RuntimeError as exc:
         if isinstance(exc, DeviceError):

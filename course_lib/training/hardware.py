@@ -1,11 +1,10 @@
 """What this machine has (CPU cores, NVIDIA GPUs) and the choices that depend on it.
 
-Every machine-dependent decision of the course is a pure function of two counts, ``gpus`` and
-``cores``, so that it can be tested for any machine shape (tests/test_devices.py runs 1, 2, 4 and 16
-cores with 0, 1, 2 and 8 GPUs): how many Horovod workers a lesson starts (:func:`plan_workers`), how many
-CPU threads each gets (:func:`cores_per_worker`), and the best efficiency such a run can show
-(:attr:`WorkerPlan.ideal_efficiency`). Nothing here imports TensorFlow; configuring TensorFlow's devices
-is :mod:`course_lib.training.devices`.
+This module only reads the machine: the core ids this process may use, the GPUs ``nvidia-smi`` lists,
+and the shares that follow from counts (:func:`cores_per_worker`, :func:`gpu_for_rank`). What the machine
+can run at once and the lessons' plans are :mod:`course_lib.training.capacity`; configuring TensorFlow's
+devices is :mod:`course_lib.training.devices`; placing a worker on its cores or GPU is
+:mod:`course_lib.training.placement`. Nothing here imports TensorFlow.
 
 Introduced in notebooks/00_setup.ipynb.
 """
@@ -16,20 +15,26 @@ import os
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass
 
-__all__ = ["cpu_cores", "gpu_names", "cores_per_worker", "gpu_for_rank", "mirrored_layout", "WorkerPlan",
-           "plan_workers", "machine_line"]
+__all__ = ["cpu_cores", "cpu_core_ids", "gpu_names", "cores_per_worker", "gpu_for_rank", "machine_line",
+           "span"]
 
 _GPU_LINE = re.compile(r"^GPU\s+(\d+):\s*(.+?)\s*(?:\(UUID:.*\))?\s*$")
 
 
+def cpu_core_ids() -> tuple[int, ...]:
+    """The ids of the CPU cores this process may run on (its affinity mask: a container's cpuset, a
+    ``taskset`` or a launcher's grant is respected), ascending; ``0 .. os.cpu_count()-1`` where the
+    system has no affinity call (macOS)."""
+    try:
+        return tuple(sorted(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return tuple(range(max(1, os.cpu_count() or 1)))
+
+
 def cpu_cores() -> int:
     """CPU cores this process may run on (affinity mask, else ``os.cpu_count()``)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+    return max(1, len(cpu_core_ids()))
 
 
 def gpu_names(*, timeout_s: float = 10.0) -> list[str]:
@@ -93,28 +98,6 @@ def gpu_for_rank(local_rank: int, gpus: int) -> int:
     return _count("local_rank", local_rank, 0) % _count("gpus", gpus, 1)
 
 
-def mirrored_layout(replicas: int, gpus: int) -> tuple[str, bool, float]:
-    """Where notebook 02's MirroredStrategy puts ``replicas`` replicas on a machine with ``gpus`` GPUs.
-
-    Args:
-        replicas: Replicas wanted, >= 1.
-        gpus: Physical GPUs, >= 0.
-
-    Returns:
-        ``(kind, simulated, ideal_efficiency)``: ``("gpu", False, 1.0)`` when there is a GPU per replica;
-        otherwise the replicas are simulated on one chip (GPU 0 split, or the CPU split) and share it,
-        so the best weak-scaling efficiency is ``1 / replicas``.
-
-    Raises:
-        ValueError: ``replicas < 1`` or ``gpus < 0``.
-    """
-    _count("replicas", replicas, 1)
-    _count("gpus", gpus, 0)
-    if gpus >= replicas:
-        return "gpu", False, 1.0
-    return ("gpu" if gpus else "cpu"), replicas > 1, 1.0 / replicas
-
-
 def machine_line(gpus: list[str] | None = None, cores: int | None = None) -> str:
     """One line stating this machine's shape, starting ``machine:`` (nbval masks such lines).
 
@@ -133,83 +116,13 @@ def machine_line(gpus: list[str] | None = None, cores: int | None = None) -> str
     return f"machine: {cores} CPU cores, {len(gpus)} GPU{'s' if len(gpus) != 1 else ''} ({names})"
 
 
-@dataclass(frozen=True)
-class WorkerPlan:
-    """How many Horovod workers a lesson starts on this machine, and what that means.
-
-    Attributes:
-        workers: Processes of the lesson's multi-worker runs (its 1-worker runs are the baseline).
-        gpus: Physical GPUs found.
-        cpu_cores: CPU cores this process may use.
-        share_gpu: More workers than GPUs: they share GPUs (each with memory growth), so the
-            run shows the code working, not a speed-up.
-        oversubscribe: More workers than the launcher's slots (GPUs, else cores); pass it to
-            ``run_horovod(..., oversubscribe=...)``.
-        full_data: Train on the full data set (GPUs) rather than a CPU-sized subset.
-        text: One plain sentence for the learner (it names this machine's counts: print it on a
-            ``machine:`` line).
-        ideal_efficiency: The best weak-scaling efficiency the multi-worker run can show here,
-            ``min(workers, slots) / workers``: 1.0 when every worker has its own GPU or core, 0.5 when
-            2 workers take turns on one core or one GPU.
-    """
-
-    workers: int
-    gpus: int
-    cpu_cores: int
-    share_gpu: bool
-    oversubscribe: bool
-    full_data: bool
-    text: str
-    ideal_efficiency: float = 1.0
-
-
-def plan_workers(gpus: int | None = None, cores: int | None = None, *, at_least: int = 2,
-                 at_most: int = 8) -> WorkerPlan:
-    """Decide how many Horovod workers a lesson runs: one per GPU, at least ``at_least``.
-
-    - 0 GPUs: ``at_least`` CPU processes (one thread each); oversubscribed when the machine has
-      fewer cores than that.
-    - 1 GPU (the most common learner set-up): ``at_least`` workers share the one GPU, each with
-      memory growth: the code and its output are those of a multi-GPU run, its timing is not.
-    - N >= 2 GPUs: one worker per GPU, up to ``at_most``.
-
-    Args:
-        gpus: Physical GPUs; ``None`` asks ``nvidia-smi`` (:func:`gpu_names`).
-        cores: CPU cores; ``None`` uses :func:`cpu_cores`.
-        at_least: Fewest workers of a multi-worker run (>= 2: one worker is not data parallel).
-        at_most: Most workers (>= ``at_least``).
-
-    Returns:
-        A :class:`WorkerPlan`.
-
-    Raises:
-        ValueError: Negative counts, ``at_least < 2`` or ``at_most < at_least``.
-
-    Introduced in notebooks/03_horovod.ipynb.
-    """
-    gpus = len(gpu_names()) if gpus is None else gpus
-    cores = cpu_cores() if cores is None else cores
-    for name, value in (("gpus", gpus), ("cores", cores)):
-        _count(name, value, 0)
-    if isinstance(at_least, bool) or not isinstance(at_least, int) or at_least < 2:
-        raise ValueError(f"at_least must be an int >= 2 (one worker is not data parallel), got {at_least!r}")
-    if not isinstance(at_most, int) or at_most < at_least:
-        raise ValueError(f"at_most must be an int >= at_least={at_least}, got {at_most!r}")
-    cores = max(1, cores)
-    workers = min(max(at_least, gpus), at_most)
-    slots = gpus or cores
-    share_gpu = 0 < gpus < workers
-    if gpus == 0:
-        text = (f"No GPU: {workers} workers run as CPU processes with one thread each "
-                f"on this machine's {cores} core{'s' if cores != 1 else ''}"
-                + (" (more workers than cores: they take turns, so timings are pessimistic)."
-                   if workers > cores else "."))
-    elif share_gpu:
-        text = (f"{gpus} GPU{'s' if gpus != 1 else ''}: {workers} workers share "
-                f"{'it' if gpus == 1 else 'them'} (each with memory growth), so the runs show the "
-                "code and its output exactly as on more GPUs, but not a speed-up: "
-                "the workers take turns on the same chip.")
-    else:
-        text = f"{gpus} GPUs: {workers} workers, one per GPU."
-    return WorkerPlan(workers, gpus, cores, share_gpu, workers > slots, gpus > 0, text,
-                      min(workers, slots) / workers)
+def span(ids: tuple[int, ...]) -> str:
+    """``(0, 1, 2, 5)`` -> ``"0-2,5"``: core ids in the notation of ``taskset`` and ``Cpus_allowed_list``."""
+    parts, start = [], None
+    for k, value in enumerate(ids):
+        if start is None:
+            start = value
+        if k + 1 == len(ids) or ids[k + 1] != value + 1:
+            parts.append(str(start) if start == value else f"{start}-{value}")
+            start = None
+    return ",".join(parts)

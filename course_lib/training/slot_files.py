@@ -1,11 +1,17 @@
-"""The slot files of :mod:`course_lib.runner.slots`: where they live, how they are locked, who holds them.
+"""The machine-wide slot files: where they live, how they are locked, who holds them.
 
-A slot is the file ``slot-NN.lock`` in the shared folder (``$COURSE_SLOTS_DIR``, default
-``/tmp/course-slots``); it is held while some process holds an exclusive ``fcntl.flock`` on it,
-and the holder's details (user, pid, script, workers, start, timeout) are written into it. Queue
-tickets (``queue/t-…``) are locked the same way, so a dead waiter's ticket is recognised and
-removed. This module only reads and probes those files; :mod:`course_lib.runner.slots` takes and
-queues.
+A slot is one concrete core or GPU (:mod:`course_lib.training.capacity`), and its file is named after
+it: ``cpu-003.lock`` for core 3, ``gpu-01.lock`` for GPU 1, in the shared folder (``$COURSE_SLOTS_DIR``,
+default ``/tmp/course-slots``). It is held while some process holds an exclusive ``fcntl.flock`` on
+it, and the holder's details (user, pid, script, workers, start, timeout) are written into it; the
+operating system drops the lock when its last holder ends, however it ends. Queue tickets
+(``queue/t-…``) are locked the same way, so a dead waiter's ticket is recognised and removed.
+
+Two kinds of processes take these locks: the launcher (:mod:`course_lib.runner.slots`, which queues and
+then hands each rank its share) and a training script started WITHOUT the launcher, which claims free
+cores for itself (:func:`course_lib.training.placement.worker_share`). Both name the same files, so
+neither lands on a core or GPU the other holds. This module lives in the training layer because the
+scripts use it.
 
 Introduced in notebooks/03_horovod.ipynb.
 """
@@ -18,7 +24,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["DEFAULT_DIR", "Holder", "slots_dir", "holders", "open_lock", "try_lock", "live_tickets"]
+__all__ = ["DEFAULT_DIR", "Holder", "slots_dir", "lock_path", "holders", "open_lock", "try_lock", "write_holder",
+           "live_tickets"]
 
 DEFAULT_DIR = "/tmp/course-slots"
 
@@ -28,6 +35,7 @@ class Holder:
     """Who holds one slot (read from the slot file while it is locked)."""
 
     slot: int
+    kind: str = "cpu"
     user: str = "?"
     pid: int = 0
     script: str = "?"
@@ -36,9 +44,10 @@ class Holder:
     timeout_s: float | None = None
 
     def describe(self, now: float) -> str:
-        """e.g. ``"alice (pid 4242, horovod_fmnist.py, 2 workers, running 35 s)"``."""
+        """e.g. ``"alice (pid 4242, horovod_fmnist.py, 2 workers, running 35 s, core 3)"``."""
+        where = f"GPU {self.slot}" if self.kind == "gpu" else f"core {self.slot}"
         return (f"{self.user} (pid {self.pid}, {self.script}, {self.workers} worker"
-                f"{'s' if self.workers != 1 else ''}, running {max(0.0, now - self.started):.0f} s)")
+                f"{'s' if self.workers != 1 else ''}, running {max(0.0, now - self.started):.0f} s, {where})")
 
 
 def slots_dir() -> Path:
@@ -57,6 +66,21 @@ def slots_dir() -> Path:
     except OSError:
         pass
     return path
+
+
+def lock_path(folder: Path, kind: str, resource: int) -> Path:
+    """The file of one slot: ``cpu-003.lock`` (core 3) or ``gpu-01.lock`` (GPU 1)."""
+    return folder / (f"gpu-{resource:02d}.lock" if kind == "gpu" else f"cpu-{resource:03d}.lock")
+
+
+def write_holder(fd: int, info: dict) -> None:
+    """Write the holder's details into a locked slot file (another user's read-only file: skipped)."""
+    data = json.dumps(info).encode()
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, data, 0)
+    except OSError:  # another user's read-only file: the holder shows as "?"
+        pass
 
 
 def open_lock(path: Path) -> int:
@@ -81,30 +105,31 @@ def try_lock(fd: int) -> bool:
         return False
 
 
-def _read_holder(path: Path, slot: int) -> Holder:
+def _read_holder(path: Path, slot: int, kind: str) -> Holder:
     """The holder written into a slot file (unknown fields stay "?")."""
     try:
         info = json.loads(path.read_text() or "{}")
-        return Holder(slot=slot, **{k: info[k] for k in
+        return Holder(slot=slot, kind=kind, **{k: info[k] for k in
                                     ("user", "pid", "script", "workers", "started", "timeout_s")
                                     if k in info})
     except (OSError, ValueError, TypeError):
-        return Holder(slot=slot)
+        return Holder(slot=slot, kind=kind)
 
 
-def holders(total: int, directory: Path | None = None) -> list[Holder]:
-    """The slots among the first ``total`` that are held now, with their holders."""
+def holders(kind: str, resources: tuple[int, ...] | list[int],
+            directory: Path | None = None) -> list[Holder]:
+    """The slots among ``resources`` (core ids or GPU indices) that are held now, with their holders."""
     folder = directory or slots_dir()
     found = []
-    for slot in range(total):
-        path = folder / f"slot-{slot:02d}.lock"
+    for slot in resources:
+        path = lock_path(folder, kind, slot)
         if not path.exists():
             continue
         fd = open_lock(path)
         try:
             if try_lock(fd):
                 continue  # free (our probe lock is dropped by the close below)
-            found.append(_read_holder(path, slot))
+            found.append(_read_holder(path, slot, kind))
         finally:
             os.close(fd)
     return found
