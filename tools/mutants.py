@@ -46,6 +46,16 @@ class Mutant:
 
 
 MUTANTS: tuple[Mutant, ...] = (
+    Mutant("placement_by_local_rank", "a rank takes the share of its local rank, as the classic idiom does",
+           "course_lib/training/placement.py",
+           "                return offset + int(local)",
+           "                return int(local)",
+           ("tests/test_capacity.py",)),
+    Mutant("gpu_ranks_share_a_gpu", "a GPU run may put more ranks than GPUs (NCCL refuses two on one GPU)",
+           "course_lib/runner/placing.py",
+           "    if cap.kind == \"gpu\" and wanted > cap.slots:",
+           "    if False:",
+           ("tests/test_capacity.py",)),
     Mutant("staleness_x7", "async staleness 7 times too large",
            "course_lib/lessons/concepts.py",
            "staleness = sum(r * (total_rate - r) * t for r, t in zip(async_rates, times)) / total_rate",
