@@ -396,3 +396,25 @@ def test_stderr_lines_are_shown_on_stderr(tmp_path, capsys) -> None:
     assert "to stdout" in captured.out and "to stderr" not in captured.out
     assert "to stderr" in captured.err
     assert any("to stderr" in line for line in result.log)
+
+
+def test_every_launcher_takes_the_same_options_and_names_a_misspelt_one(monkeypatch):
+    """The shared keywords are declared once (course_lib.runner.options.RunOptions)."""
+    from course_lib.runner import multiworker
+    from course_lib.runner.options import OPTION_NAMES
+
+    def must_not_start(*args, **kwargs):
+        raise AssertionError("a process was started despite bad input")
+
+    monkeypatch.setattr(processes, "stream_command", must_not_start)
+    calls = [lambda **kw: run_horovod(SLEEP, 1, **kw), lambda **kw: run_python(SLEEP, **kw),
+             lambda **kw: multiworker.run_mpirun(SLEEP, **kw),
+             lambda **kw: multiworker.run_elastic(SLEEP, **kw),
+             lambda **kw: multiworker.run_workers(SLEEP, worker_envs=[{}], timeout=5, **kw),
+             lambda **kw: multiworker.run_multiworker(SLEEP, **kw)]
+    for call in calls:
+        with pytest.raises(LaunchError, match="unknown keyword 'timout'; did you mean 'timeout'"):
+            call(timout=5)
+        with pytest.raises(LaunchError, match="show='some'"):
+            call(show="some")
+    assert {"timeout", "env", "output", "device", "oversubscribe", "wait_for_slots"} <= OPTION_NAMES

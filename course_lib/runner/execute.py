@@ -20,9 +20,9 @@ import os
 import re
 import sys
 import threading
-import time
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
+from course_lib.runner.options import Launch
 from course_lib.runner.placing import PlaceRequest
 from course_lib.runner.runlog import RunResult, parse_line
 from course_lib.training.placement import PLACEMENT_ENV, Placement, cut_shares
@@ -111,12 +111,8 @@ def make_printer(output: Any) -> Callable[[str, str], None]:
     return lambda line, stream: output(line)
 
 
-def execute(command: list[str], *, horovod: bool, show: str = "all", output: Any = None,
-            env: Mapping[str, str] | None = None, cwd: Any = None, timeout: float | None = None,
-            check: bool = True, stop_event: threading.Event | None = None,
-            on_event: Callable[[dict], None] | None = None, grace_s: Sequence[float] = (3.0, 3.0),
-            clock: Callable[[], float] = time.monotonic, place: PlaceRequest | None = None,
-            wait_for_slots: bool = True, script: str = "?", workers: int = 0) -> RunResult:
+def execute(command: list[str], launch: Launch, *, horovod: bool, place: PlaceRequest | None = None,
+            script: str = "?", workers: int = 0) -> RunResult:
     """Hold the slots of ``place`` (``None``: none) and hand them out, then stream ``command`` under a watchdog.
 
     The inputs are not checked here: the public launchers check them first (they call this once
@@ -124,12 +120,9 @@ def execute(command: list[str], *, horovod: bool, show: str = "all", output: Any
 
     Args:
         command: The argument list to start (``horovodrun``, ``mpirun`` or ``python``).
+        launch: The checked shared options (:class:`course_lib.runner.options.Launch`): output,
+            environment, time-out, stop event, clean-up grace, ...
         horovod: Lines carry rank prefixes (``[1]<stdout>:``) to parse; else all are rank 0.
-        show: ``"rank0"``, ``"all"`` (lines as they are) or ``"none"``; unprefixed lines always.
-        output: ``None`` (print), an ``ipywidgets.Output``, or a callable taking one line.
-        env: Extra environment variables (added to the current environment).
-        cwd, timeout, check, stop_event, on_event, grace_s, clock, wait_for_slots: As in
-            :func:`course_lib.runner.launch.run_horovod`.
         place: The slots to hold while the run lives and how its ranks share them; the shares reach
             the ranks as ``$COURSE_PLACEMENT`` (the command must start them through
             :data:`course_lib.runner.placing.RANK_WRAPPER`). ``None``: hold nothing (runs on other machines).
@@ -144,17 +137,17 @@ def execute(command: list[str], *, horovod: bool, show: str = "all", output: Any
     """
     from course_lib.runner import slots as slot_files
     full_env = dict(os.environ)
-    full_env.update(env or {})
+    full_env.update(launch.env or {})
     full_env.setdefault("PYTHONUNBUFFERED", "1")  # otherwise lines arrive only at exit
     result = RunResult(command=list(command))
-    printer = make_printer(output)
+    printer = make_printer(launch.output)
     grant = None
     if place is not None and place.slots:
         try:
             grant = slot_files.acquire(
                 min(place.slots, place.capacity.slots), capacity=place.capacity, script=script,
-                workers=workers or place.workers, timeout_s=timeout, wait=wait_for_slots,
-                stop_event=stop_event, notify=lambda message: printer(message, "stderr"))
+                workers=workers or place.workers, timeout_s=launch.timeout, wait=launch.wait_for_slots,
+                stop_event=launch.stop_event, notify=lambda message: printer(message, "stderr"))
         except slot_files.SlotWaitCancelled:
             raise RunStoppedError("run was stopped while it waited for slots (nothing was "
                                   "launched)", returncode=None, rank=None, tail="",
@@ -169,10 +162,10 @@ def execute(command: list[str], *, horovod: bool, show: str = "all", output: Any
     else:
         full_env.pop(PLACEMENT_ENV, None)
     try:
-        return _stream(command, result, printer, horovod=horovod, show=show, env=full_env,
-                       cwd=cwd, timeout=timeout, check=check, stop_event=stop_event,
-                       on_event=on_event, grace_s=grace_s, clock=clock,
-                       hold_fds=grant.fds if grant else ())
+        return _stream(command, result, printer, horovod=horovod, show=launch.show, env=full_env,
+                       cwd=launch.cwd, timeout=launch.timeout, check=launch.check,
+                       stop_event=launch.stop_event, on_event=launch.on_event, grace_s=launch.grace_s,
+                       clock=launch.clock, hold_fds=grant.fds if grant else ())
     finally:
         if grant is not None:
             grant.release()

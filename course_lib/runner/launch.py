@@ -28,22 +28,19 @@ Introduced in notebooks/03_horovod.ipynb.
 from __future__ import annotations
 
 import os
-import sys
-import threading
-import time
-from typing import Any, Callable, Mapping, Sequence
+from typing import Sequence, Unpack
 
 from course_lib.runner.execute import RunFailedError, RunStoppedError, RunTimeoutError, execute
+from course_lib.runner.options import Launch, RunOptions
 from course_lib.runner.placing import placed, plan_placement
 from course_lib.runner.preflight import (
-    CONTROLLERS, LaunchError, check_common, check_env, check_hosts, check_mpirun, check_script,
-    check_strings, find_horovodrun)
+    CONTROLLERS, LaunchError, check_hosts, check_mpirun, check_script, check_strings, find_horovodrun)
 from course_lib.runner.runlog import RunResult
 from course_lib.runner.slots import SlotsBusyError
 
 __all__ = [
     "LaunchError", "SlotsBusyError", "RunFailedError", "RunTimeoutError", "RunStoppedError", "RunResult",
-    "find_horovodrun", "build_horovod_command", "run_horovod", "run_python",
+    "RunOptions", "find_horovodrun", "build_horovod_command", "run_horovod", "run_python",
 ]
 
 
@@ -69,15 +66,7 @@ def build_horovod_command(horovodrun: str, num_workers: int, program: Sequence[s
 
 def run_horovod(script: str | os.PathLike[str], num_workers: int, script_args: Sequence[str] = (),
                 *, hosts: str | None = None, controller: str | None = "gloo",
-                timeout: float | None = None, env: Mapping[str, str] | None = None,
-                extra_horovodrun_args: Sequence[str] = (), oversubscribe: bool = False,
-                device: str | None = None, show: str = "rank0", output: Any = None, check: bool = True,
-                python: str = sys.executable, cwd: str | os.PathLike[str] | None = None,
-                stop_event: threading.Event | None = None,
-                on_event: Callable[[dict], None] | None = None,
-                grace_s: Sequence[float] = (3.0, 3.0),
-                clock: Callable[[], float] = time.monotonic,
-                wait_for_slots: bool = True) -> RunResult:
+                extra_horovodrun_args: Sequence[str] = (), **options: Unpack[RunOptions]) -> RunResult:
     """Run ``horovodrun -np N [--gloo|--mpi] [-H hosts] [extra] python script args``, live.
 
     Args:
@@ -86,31 +75,14 @@ def run_horovod(script: str | os.PathLike[str], num_workers: int, script_args: S
         script_args: Arguments of the script, each a ``str``.
         hosts: ``"host:slots[,host:slots...]"``; ``None``: this machine.
         controller: ``"gloo"``, ``"mpi"`` or ``None`` (horovodrun's own choice).
-        timeout: Seconds before the run is ended; ``None``: no limit (waiting for slots does
-            not count).
-        env: Extra environment variables for the run (added to the current environment), each
-            name and value a ``str``.
         extra_horovodrun_args: More ``horovodrun`` arguments, placed before the script.
-        oversubscribe: Allow more workers than the machine's slots (CPU only; the run then holds
-            them all and its ranks take turns on them).
-        device: ``"cpu"``, ``"gpu"`` or ``None`` (GPUs when there is one per worker, else CPU
-            cores, the GPUs hidden from the ranks). Pass ``plan_workers().device`` so a lesson's
-            baseline and its multi-worker runs use the same kind.
-        show: Output shown while it runs: ``"rank0"``, ``"all"`` (with rank prefixes) or
-            ``"none"``; horovodrun's own lines are always shown.
-        output: ``None`` (print), an ``ipywidgets.Output``, or a callable taking one line.
-        check: Raise :class:`RunFailedError` on a non-zero exit status.
-        python: Interpreter of the ranks. cwd: Working directory of the run.
-        stop_event: Set it from another thread to end the run (raises :class:`RunStoppedError`).
-        on_event: Called with every JSON event dict as soon as its line arrives.
-        grace_s: Seconds granted after SIGINT and after SIGTERM when ending a run.
-        clock: Monotonic clock for ``timeout`` and ``duration_s`` (injectable for tests).
-        wait_for_slots: When other runs on this machine hold the slots needed: ``True`` waits
-            in line (a message on stderr says the position, the holders and an estimate),
-            ``False`` raises :class:`SlotsBusyError` naming them.
+        **options: The launchers' shared keywords (:class:`course_lib.runner.options.RunOptions`):
+            ``timeout``, ``env``, ``show`` (default ``"rank0"``), ``output``, ``check``, ``python``,
+            ``cwd``, ``stop_event``, ``on_event``, ``grace_s``, ``clock``, ``wait_for_slots``,
+            ``device``, ``oversubscribe``.
 
     Returns:
-        The :class:`RunResult` (log, JSON records, return code, duration, pids).
+        The :class:`RunResult` (log, JSON records, return code, duration, pids, placement).
 
     Raises:
         LaunchError: Bad input, missing horovodrun / mpirun, more workers than slots (without
@@ -124,9 +96,8 @@ def run_horovod(script: str | os.PathLike[str], num_workers: int, script_args: S
         raise LaunchError(f"num_workers={num_workers!r} must be a positive int, e.g. 2")
     if controller not in CONTROLLERS:
         raise LaunchError(f"controller={controller!r} must be 'gloo', 'mpi' or None")
-    exe = check_common(timeout, show, output, python)
-    env = check_env(env)
-    path = check_script(script, cwd)
+    run = Launch.of(options)
+    path = check_script(script, run.cwd)
     args = check_strings("script_args", script_args)
     extra = check_strings("extra_horovodrun_args", extra_horovodrun_args)
     if hosts is not None:
@@ -134,42 +105,32 @@ def run_horovod(script: str | os.PathLike[str], num_workers: int, script_args: S
         if num_workers > total:
             raise LaunchError(f"num_workers={num_workers} exceeds the {total} slots of "
                               f"hosts={hosts!r}; add slots (host:slots) or use fewer workers")
-    place = plan_placement(num_workers, hosts=hosts, device=device, oversubscribe=oversubscribe)
-    horovodrun = find_horovodrun(exe)
+    place = plan_placement(num_workers, hosts=hosts, device=run.device, oversubscribe=run.oversubscribe)
+    horovodrun = find_horovodrun(run.python)
     if controller == "mpi":
-        check_mpirun(dict(os.environ) | dict(env or {}))
+        check_mpirun(dict(os.environ) | dict(run.env or {}))
         # Open MPI busy-polls while a rank waits; on a CPU-only machine that steals the cores the
         # other ranks compute on (an epoch measured 25 s instead of 7 s). Yield instead, unless the
         # caller chose otherwise.
-        env = {"OMPI_MCA_mpi_yield_when_idle": "1", **dict(env or {})}
-    command = build_horovod_command(horovodrun, num_workers, placed(place, [exe, str(path), *args]),
+        run = run.but(env={"OMPI_MCA_mpi_yield_when_idle": "1", **dict(run.env or {})})
+    command = build_horovod_command(horovodrun, num_workers, placed(place, [run.python, str(path), *args]),
                                     hosts, controller, extra)
-    return execute(command, horovod=True, show=show, output=output, env=env, cwd=cwd,
-                   timeout=timeout, check=check, stop_event=stop_event, on_event=on_event,
-                   grace_s=grace_s, clock=clock, place=place, wait_for_slots=wait_for_slots,
-                   script=path.name, workers=num_workers)
+    return execute(command, run, horovod=True, place=place, script=path.name, workers=num_workers)
 
 
-def run_python(script: str | os.PathLike[str], script_args: Sequence[str] = (), *,
-               timeout: float | None = None, env: Mapping[str, str] | None = None,
-               output: Any = None, check: bool = True, python: str = sys.executable,
-               cwd: str | os.PathLike[str] | None = None,
-               stop_event: threading.Event | None = None,
-               on_event: Callable[[dict], None] | None = None,
-               grace_s: Sequence[float] = (3.0, 3.0),
-               clock: Callable[[], float] = time.monotonic, slots: int = 1,
-               device: str | None = None, wait_for_slots: bool = True) -> RunResult:
+def run_python(script: str | os.PathLike[str], script_args: Sequence[str] = (), *, slots: int = 1,
+               **options: Unpack[RunOptions]) -> RunResult:
     """Run ``python script args`` in a fresh process, streamed and cleaned up like
     :func:`run_horovod` (e.g. a MirroredStrategy run, whose memory is freed at its end).
 
     Args:
-        script, script_args, timeout, env, output, check, python, cwd, stop_event, on_event,
-        grace_s, clock, wait_for_slots: As in :func:`run_horovod`. All output lines count as
-        rank 0.
+        script, script_args: As in :func:`run_horovod`. All output lines count as rank 0 and are
+            shown (``show`` is always ``"all"``).
         slots: Machine-wide slots the process holds, and runs on, while it runs: that many cores
             (or GPUs) of its own (0: none, unplaced; more than the machine has: all of them). A
             one-process baseline compared with N workers holds N, so both use the same cores.
-        device: ``"cpu"``, ``"gpu"`` or ``None`` (GPUs where the machine has enough).
+        **options: As in :func:`run_horovod` (``oversubscribe`` is implied: one process may hold
+            all the slots).
 
     Returns:
         The :class:`RunResult`.
@@ -178,14 +139,14 @@ def run_python(script: str | os.PathLike[str], script_args: Sequence[str] = (), 
         LaunchError, RunFailedError, RunTimeoutError, RunStoppedError, KeyboardInterrupt: As in
         :func:`run_horovod`.
     """
-    exe = check_common(timeout, "all", output, python)
-    env = check_env(env)
-    path = check_script(script, cwd)
+    if options.get("show", "all") != "all":
+        raise LaunchError(f"show={options['show']!r}: run_python shows every line of its one process "
+                          "(drop show=, or use output= to send the lines elsewhere)")
+    run = Launch.of({**options, "show": "all"})
+    path = check_script(script, run.cwd)
     args = check_strings("script_args", script_args)
     if isinstance(slots, bool) or not isinstance(slots, int) or slots < 0:
         raise LaunchError(f"slots={slots!r} must be an int >= 0 (machine-wide slots to hold)")
-    place = plan_placement(1, device=device, hold=slots, oversubscribe=True) if slots else None
-    return execute(placed(place, [exe, str(path)] + args), horovod=False, show="all", output=output,
-                   env=env, cwd=cwd, timeout=timeout, check=check, stop_event=stop_event,
-                   on_event=on_event, grace_s=grace_s, clock=clock, place=place,
-                   wait_for_slots=wait_for_slots, script=path.name, workers=1)
+    place = plan_placement(1, device=run.device, hold=slots, oversubscribe=True) if slots else None
+    return execute(placed(place, [run.python, str(path)] + args), run, horovod=False, place=place,
+                   script=path.name, workers=1)

@@ -25,16 +25,14 @@ from __future__ import annotations
 import json
 import os
 import socket
-import sys
-import threading
-import time
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence, Unpack
 
 from course_lib.runner.execute import RunFailedError, execute
+from course_lib.runner.options import Launch, RunOptions
 from course_lib.runner.placing import RANK_WRAPPER, PlaceRequest, placed, plan_placement
 from course_lib.runner.preflight import (
-    LaunchError, check_common, check_hosts, check_int, check_mpirun, check_ports, check_script,
+    LaunchError, check_hosts, check_int, check_mpirun, check_ports, check_script,
     check_strings, check_worker_range, find_horovodrun)
 from course_lib.runner.runlog import RunResult
 from course_lib.runner.supervise import SPEC_VAR
@@ -97,10 +95,10 @@ def build_mpirun_command(python: str, script: Path, script_args: Sequence[str], 
                                  *wrapper, python, str(script)] + list(script_args))
 
 
-def _run(command: list[str], env: Mapping[str, str] | None, what: str, **kw: Any) -> RunResult:
+def _run(command: list[str], run: Launch, what: str, **kw: Any) -> RunResult:
     """Stream, parse and clean up through the launchers' shared glue (:func:`execute`)."""
     try:
-        return execute(command, horovod=True, env=env, **kw)
+        return execute(command, run, horovod=True, **kw)
     except RunFailedError as exc:
         if what != "horovodrun" and exc.args:  # the launcher names horovodrun; say what ran
             exc.args = (str(exc.args[0]).replace("horovodrun", what, 1),) + exc.args[1:]
@@ -111,15 +109,8 @@ def run_elastic(script: str | os.PathLike[str], script_args: Sequence[str] = (),
                 num_workers: int = 2, min_workers: int = 1, max_workers: int = 2,
                 hosts: str = LOCAL_HOSTS, discovery_script: str | os.PathLike[str] = DISCOVERY_SCRIPT,
                 network_interface: str | None = "lo", cooldown_range: tuple[int, int] | None = (1, 2),
-                elastic_timeout: int = 60, timeout: float | None = 300,
-                env: Mapping[str, str] | None = None, extra_horovodrun_args: Sequence[str] = (),
-                show: str = "rank0", output: Any = None, check: bool = True,
-                python: str = sys.executable, cwd: str | os.PathLike[str] | None = None,
-                stop_event: threading.Event | None = None,
-                on_event: Callable[[dict], None] | None = None,
-                grace_s: Sequence[float] = (3.0, 3.0),
-                clock: Callable[[], float] = time.monotonic, device: str | None = None,
-                oversubscribe: bool = False, wait_for_slots: bool = True) -> RunResult:
+                elastic_timeout: int = 60, extra_horovodrun_args: Sequence[str] = (),
+                **options: Unpack[RunOptions]) -> RunResult:
     """Run a Horovod Elastic job, live: it starts with ``num_workers`` and keeps going with any
     number between ``min_workers`` and ``max_workers``.
 
@@ -131,10 +122,10 @@ def run_elastic(script: str | os.PathLike[str], script_args: Sequence[str] = (),
         network_interface: Interface for Gloo (``"lo"`` on one machine); None: Horovod's choice.
         cooldown_range: ``(low, high)`` seconds before a blacklisted host may return; None: never.
         elastic_timeout: Seconds to wait for ``min_workers`` after a failure.
-        timeout, env, extra_horovodrun_args, show, output, check, python, cwd, stop_event,
-        on_event, grace_s, clock, device, oversubscribe, wait_for_slots: As in
-        :func:`course_lib.runner.launch.run_horovod`. On this machine the run holds ``max_workers``
-        slots (the most it can grow to); a worker that re-joins gets the share of its host slot.
+        extra_horovodrun_args: More ``horovodrun`` arguments, placed before the script.
+        **options: As in :func:`course_lib.runner.launch.run_horovod` (``timeout`` defaults to
+            300). On this machine the run holds ``max_workers`` slots (the most it can grow to); a
+            worker that re-joins gets the share of its host slot.
 
     Returns:
         The :class:`RunResult` (use :func:`world_sizes` for the sizes the group went through).
@@ -143,8 +134,8 @@ def run_elastic(script: str | os.PathLike[str], script_args: Sequence[str] = (),
         LaunchError: Bad input (min > max, malformed hosts, missing script), before launching.
         RunFailedError, RunTimeoutError, RunStoppedError: As in ``run_horovod``.
     """
-    exe = check_common(timeout, show, output, python)
-    path = check_script(script, cwd)
+    run = Launch.of(options, timeout=300)
+    path = check_script(script, run.cwd)
     args = check_strings("script_args", script_args)
     extra = check_strings("extra_horovodrun_args", extra_horovodrun_args)
     check_worker_range(num_workers, min_workers, max_workers, check_hosts(hosts))
@@ -158,29 +149,19 @@ def run_elastic(script: str | os.PathLike[str], script_args: Sequence[str] = (),
         if high < low:
             raise LaunchError(f"cooldown_range={cooldown_range!r} must be (low, high) with low <= high")
     check_int("elastic_timeout", elastic_timeout)
-    place = plan_placement(max_workers, hosts=hosts, device=device, oversubscribe=oversubscribe)
+    place = plan_placement(max_workers, hosts=hosts, device=run.device, oversubscribe=run.oversubscribe)
     command = build_elastic_command(
-        find_horovodrun(exe), exe, path, args, num_workers=num_workers, min_workers=min_workers,
-        max_workers=max_workers, discovery_script=discovery.resolve(),
+        find_horovodrun(run.python), run.python, path, args, num_workers=num_workers,
+        min_workers=min_workers, max_workers=max_workers, discovery_script=discovery.resolve(),
         network_interface=network_interface, cooldown_range=cooldown_range,
         elastic_timeout=elastic_timeout, extra=extra, wrapper=RANK_WRAPPER if place else ())
-    run_env = {"DISCOVER_HOSTS": " ".join(h.strip() for h in hosts.split(",")), **dict(env or {})}
-    return _run(command, run_env, "horovodrun", show=show, output=output, cwd=cwd,
-                timeout=timeout, check=check, stop_event=stop_event, on_event=on_event,
-                grace_s=grace_s, clock=clock, place=place, wait_for_slots=wait_for_slots,
-                script=path.name, workers=max_workers)
+    run = run.but(env={"DISCOVER_HOSTS": " ".join(h.strip() for h in hosts.split(",")),
+                       **dict(run.env or {})})
+    return _run(command, run, "horovodrun", place=place, script=path.name, workers=max_workers)
 
 
 def run_workers(script: str | os.PathLike[str], script_args: Sequence[str] = (), *,
-                worker_envs: Sequence[Mapping[str, str]], timeout: float,
-                env: Mapping[str, str] | None = None, show: str = "rank0", output: Any = None,
-                check: bool = True, python: str = sys.executable,
-                cwd: str | os.PathLike[str] | None = None,
-                stop_event: threading.Event | None = None,
-                on_event: Callable[[dict], None] | None = None,
-                grace_s: Sequence[float] = (3.0, 3.0),
-                clock: Callable[[], float] = time.monotonic, device: str | None = None,
-                oversubscribe: bool = False, wait_for_slots: bool = True) -> RunResult:
+                worker_envs: Sequence[Mapping[str, str]], **options: Unpack[RunOptions]) -> RunResult:
     """Run ``python script args`` once per entry of ``worker_envs``, as one supervised run.
 
     Worker ``i`` gets the current environment plus ``env`` plus ``worker_envs[i]``; its lines
@@ -189,12 +170,10 @@ def run_workers(script: str | os.PathLike[str], script_args: Sequence[str] = (),
 
     Args:
         worker_envs: One mapping of extra variables per worker (at least one).
-        timeout: Seconds before everything is ended; required (a worker may wait forever for
-            a missing peer).
-        script, script_args, env, show, output, check, python, cwd, stop_event, on_event,
-        grace_s, clock, device, oversubscribe, wait_for_slots: As in
-        :func:`course_lib.runner.launch.run_horovod`: the group holds one slot per worker, and
-        worker ``i`` runs on share ``i``.
+        script, script_args: As in :func:`course_lib.runner.launch.run_horovod`.
+        **options: As in :func:`course_lib.runner.launch.run_horovod`, but ``timeout`` is required
+            (a worker may wait forever for a missing peer). The group holds one slot per worker,
+            and worker ``i`` runs on share ``i``.
 
     Returns:
         One :class:`RunResult` for all workers.
@@ -203,38 +182,36 @@ def run_workers(script: str | os.PathLike[str], script_args: Sequence[str] = (),
         LaunchError: Bad input, before anything is launched.
         RunFailedError, RunTimeoutError, RunStoppedError: As in ``run_horovod``.
     """
-    if timeout is None:
+    if options.get("timeout") is None:
         raise LaunchError("timeout=None: a worker can wait forever for a missing peer; pass "
                           "timeout= in seconds, e.g. 300")
-    exe = check_common(timeout, show, output, python)
-    path = check_script(script, cwd)
+    run = Launch.of(options)
+    path = check_script(script, run.cwd)
     args = check_strings("script_args", script_args)
     if isinstance(worker_envs, Mapping) or not worker_envs:
         raise LaunchError("worker_envs must be a non-empty list of mappings, one per worker")
-    place: PlaceRequest | None = plan_placement(len(worker_envs), device=device,
-                                                oversubscribe=oversubscribe)
+    place: PlaceRequest | None = plan_placement(len(worker_envs), device=run.device,
+                                                oversubscribe=run.oversubscribe)
     specs = []
     for index, extra in enumerate(worker_envs):
         names = check_strings(f"worker_envs[{index}] keys", list(extra))
         values = check_strings(f"worker_envs[{index}] values", list(extra.values()))
-        specs.append({"argv": placed(place, [exe, str(path)] + args),
+        specs.append({"argv": placed(place, [run.python, str(path)] + args),
                       "env": {WORKER_INDEX_ENV: str(index), **dict(zip(names, values))}})
-    run_env = {**dict(env or {}), SPEC_VAR: json.dumps(specs)}
-    command = [exe, "-m", "course_lib.runner.supervise"]
-    return _run(command, run_env, f"the group of {len(specs)} workers", show=show,
-                output=output, cwd=cwd, timeout=timeout,
-                check=check, stop_event=stop_event, on_event=on_event, grace_s=grace_s,
-                clock=clock, place=place, wait_for_slots=wait_for_slots, script=path.name,
+    run = run.but(env={**dict(run.env or {}), SPEC_VAR: json.dumps(specs)})
+    command = [run.python, "-m", "course_lib.runner.supervise"]
+    return _run(command, run, f"the group of {len(specs)} workers", place=place, script=path.name,
                 workers=len(specs))
 
 
 def run_multiworker(script: str | os.PathLike[str], script_args: Sequence[str] = (), *,
                     num_workers: int = 2, ports: Sequence[int] | None = None,
-                    timeout: float = 300, **kwargs: Any) -> RunResult:
+                    **options: Unpack[RunOptions]) -> RunResult:
     """Run a MultiWorkerMirroredStrategy script as ``num_workers`` local processes.
 
     Each worker gets ``TF_CONFIG`` with the whole cluster (``localhost:port`` each) and its own
-    index; ``ports`` default to free ones. Other keyword arguments go to :func:`run_workers`.
+    index; ``ports`` default to free ones. ``**options`` as in :func:`run_workers` (``timeout``
+    defaults to 300).
 
     Raises:
         LaunchError: A port in use or repeated, a bad ``num_workers``, or no ``timeout``.
@@ -244,39 +221,32 @@ def run_multiworker(script: str | os.PathLike[str], script_args: Sequence[str] =
     if len(ports) != num_workers:
         raise LaunchError(f"{len(ports)} ports for {num_workers} workers; give one port each")
     envs = [{"TF_CONFIG": tf_config(ports, i)} for i in range(num_workers)]
-    return run_workers(script, script_args, worker_envs=envs, timeout=timeout, **kwargs)
+    options.setdefault("timeout", 300)
+    return run_workers(script, script_args, worker_envs=envs, **options)
 
 
 def run_mpirun(script: str | os.PathLike[str], script_args: Sequence[str] = (), *,
-               num_workers: int = 2, hosts: str | None = None, **kwargs: Any) -> RunResult:
+               num_workers: int = 2, hosts: str | None = None,
+               **options: Unpack[RunOptions]) -> RunResult:
     """Run a Horovod script under plain Open MPI ``mpirun`` (what ``horovodrun --mpi`` builds).
 
     Args:
         hosts: ``host:slots,...``; default ``localhost:<num_workers>``.
-        script, script_args, num_workers, **kwargs: As in :func:`run_horovod`
-            (``timeout``, ``env``, ``show``, ``output``, ``check``, ``python``, ``cwd``,
-            ``device``, ``oversubscribe``, ``wait_for_slots``, ...): on this machine the run holds
-            one slot per worker, and rank ``r`` (``OMPI_COMM_WORLD_RANK``) runs on share ``r``.
+        script, script_args, num_workers, **options: As in :func:`run_horovod`: on this machine
+            the run holds one slot per worker, and rank ``r`` (``OMPI_COMM_WORLD_RANK``) runs on
+            share ``r``.
 
     Raises:
         LaunchError: Bad input or no ``mpirun``, before anything is launched.
     """
-    python = kwargs.pop("python", sys.executable)
-    exe = check_common(kwargs.get("timeout"), kwargs.get("show", "rank0"), kwargs.get("output"),
-                       python)
-    path = check_script(script, kwargs.get("cwd"))
+    run = Launch.of(options)
+    path = check_script(script, run.cwd)
     args = check_strings("script_args", script_args)
     hosts = hosts if hosts is not None else f"localhost:{check_int('num_workers', num_workers)}"
     if num_workers > check_hosts(hosts):
         raise LaunchError(f"num_workers={num_workers} exceeds the slots of hosts={hosts!r}")
-    env = dict(kwargs.pop("env", None) or {})
-    check_mpirun(dict(os.environ) | env)
-    place = plan_placement(num_workers, hosts=hosts, device=kwargs.pop("device", None),
-                           oversubscribe=kwargs.pop("oversubscribe", False))
-    command = build_mpirun_command(exe, path, args, num_workers=num_workers, hosts=hosts,
+    check_mpirun(dict(os.environ) | dict(run.env or {}))
+    place = plan_placement(num_workers, hosts=hosts, device=run.device, oversubscribe=run.oversubscribe)
+    command = build_mpirun_command(run.python, path, args, num_workers=num_workers, hosts=hosts,
                                    as_root=os.geteuid() == 0, wrapper=RANK_WRAPPER if place else ())
-    defaults = {"show": "rank0", "output": None, "check": True, "cwd": None, "timeout": None,
-                "stop_event": None, "on_event": None, "grace_s": (3.0, 3.0),
-                "clock": time.monotonic, "wait_for_slots": True}
-    return _run(command, env, "mpirun", place=place, script=path.name, workers=num_workers,
-                **{**defaults, **kwargs})
+    return _run(command, run, "mpirun", place=place, script=path.name, workers=num_workers)

@@ -1,0 +1,122 @@
+"""The keywords every launcher shares, declared once: :class:`RunOptions`, checked into a :class:`Launch`.
+
+``run_horovod``, ``run_python`` (:mod:`course_lib.runner.launch`), ``run_mpirun``, ``run_elastic``,
+``run_workers`` and ``run_multiworker`` (:mod:`course_lib.runner.multiworker`) take their own
+arguments (script, workers, hosts, ...) and then ``**options`` of this one bundle, so a learner writes
+``run_horovod(script, 2, timeout=300, output=...)`` as before, every launcher documents the same
+keywords in one place, and an unknown keyword is one clear :class:`LaunchError` before anything starts.
+:func:`course_lib.runner.execute.execute` receives the checked :class:`Launch`.
+
+Introduced in notebooks/03_horovod.ipynb.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence, TypedDict
+
+from course_lib.runner.preflight import LaunchError, check_common, check_env
+
+__all__ = ["RunOptions", "Launch", "OPTION_NAMES"]
+
+
+class RunOptions(TypedDict, total=False):
+    """The shared keywords of the launchers (all optional).
+
+    Attributes:
+        timeout: Seconds before the run is ended; ``None``: no limit (waiting for slots does not
+            count). ``run_elastic`` and ``run_multiworker`` default to 300; ``run_workers`` needs one.
+        env: Extra environment variables for the run (added to the current environment), each name
+            and value a ``str``.
+        show: Output shown while it runs: ``"rank0"``, ``"all"`` (with rank prefixes) or ``"none"``;
+            the launcher's own lines are always shown (``run_python``: always ``"all"``).
+        output: ``None`` (print), an ``ipywidgets.Output``, or a callable taking one line.
+        check: Raise ``RunFailedError`` on a non-zero exit status (default ``True``).
+        python: Interpreter of the ranks (default: this one).
+        cwd: Working directory of the run (relative script paths are taken from it).
+        stop_event: Set it from another thread to end the run (raises ``RunStoppedError``).
+        on_event: Called with every JSON event dict as soon as its line arrives.
+        grace_s: Seconds granted after SIGINT and after SIGTERM when ending a run (default 3, 3).
+        clock: Monotonic clock for ``timeout`` and ``duration_s`` (injectable for tests).
+        wait_for_slots: When other runs on this machine hold the slots needed: ``True`` waits in
+            line (a message on stderr says the position, the holders and an estimate), ``False``
+            raises ``SlotsBusyError`` naming them.
+        device: ``"cpu"``, ``"gpu"`` or ``None`` (GPUs when there is one per worker, else CPU cores,
+            the GPUs hidden from the ranks). Pass ``plan_workers().device`` so a lesson's baseline
+            and its multi-worker runs use the same kind.
+        oversubscribe: Allow more workers than the machine's slots (CPU only; the run then holds
+            them all and its ranks take turns on them).
+    """
+
+    timeout: float | None
+    env: Mapping[str, str] | None
+    show: str
+    output: Any
+    check: bool
+    python: str
+    cwd: str | os.PathLike[str] | None
+    stop_event: threading.Event | None
+    on_event: Callable[[dict], None] | None
+    grace_s: Sequence[float]
+    clock: Callable[[], float]
+    wait_for_slots: bool
+    device: str | None
+    oversubscribe: bool
+
+
+OPTION_NAMES = frozenset(RunOptions.__annotations__)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """:class:`RunOptions` after checking, with every default filled in (what ``execute`` gets)."""
+
+    python: str
+    timeout: float | None = None
+    env: dict[str, str] | None = None
+    show: str = "rank0"
+    output: Any = None
+    check: bool = True
+    cwd: str | os.PathLike[str] | None = None
+    stop_event: threading.Event | None = None
+    on_event: Callable[[dict], None] | None = None
+    grace_s: Sequence[float] = (3.0, 3.0)
+    clock: Callable[[], float] = time.monotonic
+    wait_for_slots: bool = True
+    device: str | None = None
+    oversubscribe: bool = False
+
+    @classmethod
+    def of(cls, options: Mapping[str, Any], *, show: str = "rank0",
+           timeout: float | None = None) -> "Launch":
+        """Check ``options`` (a launcher's ``**options``) and fill in the defaults.
+
+        Args:
+            options: The keywords given.
+            show, timeout: This launcher's defaults for ``show`` and ``timeout``.
+
+        Raises:
+            LaunchError: An unknown keyword (with the nearest known one), or a bad value (the
+                message of the check that refused it).
+        """
+        unknown = sorted(set(options) - OPTION_NAMES)
+        if unknown:
+            near = difflib.get_close_matches(unknown[0], sorted(OPTION_NAMES), n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            raise LaunchError(f"unknown keyword {unknown[0]!r}{hint} (the launchers take: "
+                              f"{', '.join(sorted(OPTION_NAMES))})")
+        values = {"show": show, "timeout": timeout, **options}
+        exe = check_common(values["timeout"], values["show"], values.get("output"),
+                           values.get("python", sys.executable))
+        values["python"] = exe
+        values["env"] = check_env(values.get("env"))
+        return cls(**values)
+
+    def but(self, **changes: Any) -> "Launch":
+        """A copy with ``changes`` (e.g. an environment the launcher adds to)."""
+        return Launch(**{**self.__dict__, **changes})
