@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import queue
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -70,14 +71,21 @@ def _reader(stream, lines: "queue.Queue[object]", name: str) -> None:
 
 
 def terminate_processes(
-    popen: subprocess.Popen, tracked: dict, grace_s: Sequence[float] = (3.0, 3.0)
+    popen: subprocess.Popen, tracked: dict, grace_s: Sequence[float] = (3.0, 3.0),
+    watchdog: bool = False,
 ) -> None:
     """End ``popen``'s process group and every tracked descendant: SIGINT, SIGTERM, SIGKILL.
+
+    With ``watchdog``, ``popen`` is :mod:`course_lib.runner.watchdog`, the subreaper of the run: the
+    escalation spares it (SIGKILLing it first would hand the orphans it adopts to init); then its pipe
+    is closed and it gets SIGTERM, sweeps its whole tree and exits, and only a watchdog still alive
+    after that sweep's longest time is killed.
 
     Args:
         popen: The command started with ``start_new_session=True`` (its pid is the group id).
         tracked: Descendants recorded while it ran, ``{(pid, create_time): psutil.Process}``.
         grace_s: Seconds to wait after SIGINT and after SIGTERM before the next signal.
+        watchdog: ``popen`` is the run's watchdog.
     """
     import psutil
 
@@ -87,14 +95,35 @@ def terminate_processes(
         root = [psutil.Process(popen.pid)] if popen.poll() is None else []
     except psutil.Error:
         root = []
+    spare = {popen.pid} if watchdog else set()
 
     def signal_group(sig: int) -> None:
+        if sig == signal.SIGKILL and watchdog:
+            return  # the group holds the watchdog: its SIGKILL would orphan what it adopted
         try:
             os.killpg(popen.pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
 
-    escalate(lambda: alive(root + list(tracked.values())), signal_group, popen.poll, grace_s)
+    def targets() -> list:
+        procs = alive(root + list(tracked.values()))
+        return [p for p in procs if p.pid not in spare] if watchdog else procs
+
+    escalate(targets, signal_group, popen.poll, grace_s)
+    if watchdog and popen.poll() is None:
+        if popen.stdin is not None:
+            try:
+                popen.stdin.close()  # the caller is "gone": the watchdog ends the run and exits
+            except OSError:
+                pass
+        try:
+            popen.send_signal(signal.SIGTERM)
+        except OSError:
+            pass
+        try:  # its sweep: up to 4 rounds of SIGINT, SIGTERM (2 s each at most) and SIGKILL (5 s)
+            popen.wait(timeout=4 * (min(grace_s[0], 2.0) + min(grace_s[1], 2.0) + 5.0) + 5.0)
+        except subprocess.TimeoutExpired:  # pragma: no cover - a watchdog stuck past its sweep
+            popen.kill()
     try:
         popen.wait(timeout=5.0)
     except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
@@ -212,8 +241,8 @@ def stream_command(
                 if clock() - exited_at >= _DRAIN_AFTER_EXIT_S:
                     break
     finally:
-        terminate_processes(popen, tracked, grace_s)
-        if popen.stdin is not None:
+        terminate_processes(popen, tracked, grace_s, watchdog=watchdog)
+        if popen.stdin is not None and not popen.stdin.closed:
             popen.stdin.close()  # a watchdog still alive would now end whatever is left
         for reader, pipe in zip(readers, (popen.stdout, popen.stderr)):
             reader.join(timeout=2.0)

@@ -9,7 +9,12 @@ between the steps. Horovod's own launcher uses a middleman watching a pipe for t
 
 Gloo starts every rank in a session of its own, so a process group is not enough: the watchdog
 records all its descendants (``psutil``) every quarter of a second while the run goes on, and
-signals each of them, even after they were re-parented.
+signals each of them. On Linux it is also a *child subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``): a
+rank whose parents die first (horovodrun ended while it was still starting ranks) is re-parented to
+the watchdog instead of to init, so no descendant can leave its tree; before it exits, the watchdog
+sweeps its tree until nothing of the run is left. The launcher never SIGKILLs the watchdog before that
+sweep is done (:func:`course_lib.runner.processes.terminate_processes`), so an interrupt that races a
+rank's start leaves nothing behind (tests/test_startup_race.py).
 
 Everything else is transparent: the command inherits the caller's stdout and stderr pipes, the
 watchdog's exit status mirrors the command's (a command killed by signal ``s`` makes the watchdog
@@ -35,7 +40,7 @@ import sys
 import time
 from typing import Callable, Iterable, Sequence
 
-__all__ = ["watchdog_command", "scan_descendants", "alive", "escalate", "main"]
+__all__ = ["watchdog_command", "scan_descendants", "alive", "escalate", "become_subreaper", "main"]
 
 _SCAN_S = 0.25
 _LEFTOVER_GRACE_S = 2.0
@@ -126,12 +131,45 @@ def escalate(targets: Callable[[], list], signal_group: Callable[[int], None],
             time.sleep(0.05)
 
 
+def become_subreaper() -> bool:
+    """Make this process the reaper of its orphaned descendants (Linux >= 3.4); ``False`` elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+
+
+def _reap_adopted(command_pid: int) -> None:
+    """Reap the adopted orphans that died (our zombies now); never the command, whose status we mirror."""
+    import psutil
+
+    try:
+        children = psutil.Process().children()
+    except psutil.Error:
+        return
+    for proc in children:
+        if proc.pid == command_pid:
+            continue
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                os.waitpid(proc.pid, os.WNOHANG)
+        except (psutil.Error, OSError):
+            continue
+
+
 def _end_all(child: subprocess.Popen, tracked: dict, grace_s: Sequence[float]) -> None:
-    """End the run's process group and every recorded descendant."""
+    """End the run's process group and every descendant, adopted orphans included."""
     def targets() -> list:
-        if child.poll() is None:
-            scan_descendants(os.getpid(), tracked)
+        scan_descendants(os.getpid(), tracked)  # also orphans re-parented to us (subreaper)
         return alive(tracked.values())
+
+    def reap() -> None:
+        child.poll()
+        _reap_adopted(child.pid)
 
     def signal_group(sig: int) -> None:
         if sig != signal.SIGKILL:  # the group holds this process too: it ignores or handles these
@@ -140,7 +178,7 @@ def _end_all(child: subprocess.Popen, tracked: dict, grace_s: Sequence[float]) -
             except OSError:
                 pass
 
-    escalate(targets, signal_group, child.poll, grace_s)
+    escalate(targets, signal_group, reap, grace_s)
 
 
 def _prepare_child() -> None:  # pragma: no cover - runs in the child before exec
@@ -168,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     if not command:
         parser.error("no command given after --")
     terminated = []
+    become_subreaper()  # orphans of the run come to us, not to init
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda signum, frame: terminated.append(signum))
     try:
@@ -203,7 +242,13 @@ def main(argv: list[str] | None = None) -> int:
         while alive(tracked.values()) and time.monotonic() < deadline:
             time.sleep(0.05)
         _end_all(child, tracked, grace)
+    for _ in range(3):  # the sweep: whatever was still starting meanwhile was adopted by us
+        scan_descendants(os.getpid(), tracked)
+        if not alive(tracked.values()):
+            break
+        _end_all(child, tracked, grace)
     code = child.wait()
+    _reap_adopted(child.pid)
     for fd in args.hold_fd:  # releases slot locks (after the run's processes are gone)
         try:
             os.close(fd)
