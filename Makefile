@@ -1,6 +1,7 @@
 # Hands-on distributed deep learning with TensorFlow — the course's commands.
 #   make lab    set up what the notebooks need, then start JupyterLab on the course folder (opens 00_setup)
 #   make test   set up everything, then lint, type-check and run the whole test suite (what CI runs)
+#   make check  the fast tier for maintainers: lint, type-check and the quick unit tests
 #   make student  the learner edition in build/student/ (no instructor/, no tests/)
 #   make site     the course website in build/site/ (static HTML of the committed outputs, offline)
 #   make room     a JupyterHub for a room on this machine (as root; see classroom/README.md)
@@ -15,7 +16,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 PORT ?= 8888
 PYTEST_ARGS ?=
 
-.PHONY: setup lab test lint typecheck mutants test-unit test-notebooks doctor notebooks bench clean student site room
+.PHONY: setup lab test check lint typecheck mutants test-unit test-notebooks doctor notebooks bench clean student site room
 
 setup:
 	@bash tools/setup.sh
@@ -48,8 +49,15 @@ typecheck: setup
 mutants: setup
 	$(PY) tools/mutants.py
 
+# The fast tier for maintainers (a few minutes after set-up): lint, types, and the tests that launch no
+# Horovod run, drive no browser and take under about 2 s each. `make test` stays the whole thing (CI).
+check: setup lint typecheck
+	$(PY) -m pytest tests -m "not horovod and not browser and not slow" -q $(PYTEST_ARGS)
+
+# Every test but the notebooks, Horovod launches and browser tests (the tests/ folder only: pytest's
+# testpaths would add notebooks/ otherwise).
 test-unit: setup
-	$(PY) -m pytest -m "not horovod and not browser" --ignore=notebooks $(PYTEST_ARGS)
+	$(PY) -m pytest tests -m "not horovod and not browser" $(PYTEST_ARGS)
 
 test-notebooks: setup
 	$(PY) -m pytest notebooks --ignore=$(NB06) $(PYTEST_ARGS)

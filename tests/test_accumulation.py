@@ -141,6 +141,7 @@ def test_bad_arguments() -> None:
         accumulation.accumulate_gradients(model, 0)
 
 
+@pytest.mark.slow  # > 2 s: left out of `make check`
 def test_horovod_wrapped_optimizer_is_refused() -> None:
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent("""
         import os; os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"

@@ -270,6 +270,7 @@ def test_t_table():
         stats.t_critical_95(0)
 
 
+@pytest.mark.slow  # > 2 s: left out of `make check`
 def test_keras_fit_with_throughput(small_fmnist):
     import tensorflow as tf
 
@@ -290,6 +291,7 @@ def test_keras_fit_with_throughput(small_fmnist):
     assert [e.steps for e in throughput.epochs] == [8, 8]
 
 
+@pytest.mark.slow  # > 2 s: left out of `make check`
 def test_batch_size_sweep_times_the_epochs_after_warm_up_and_reports_the_machine(small_fmnist, capsys):
     from course_lib.lessons import experiments
 

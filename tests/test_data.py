@@ -119,6 +119,7 @@ def _canonical(images, labels):
     return sorted(keys)
 
 
+@pytest.mark.slow  # > 2 s: left out of `make check`
 def test_tfds_and_keras_hold_identical_examples(fmnist, fmnist_tfds):
     # tfds stores examples in its own fixed order; the examples themselves must be identical.
     _check_counts(fmnist_tfds)
@@ -262,6 +263,7 @@ def test_sorted_rows_digests_are_those_of_the_raw_files():
         assert data.sorted_rows_sha256(x, relabelled) != expected
 
 
+@pytest.mark.slow  # > 2 s: left out of `make check`
 def test_keras_cache_with_one_flipped_pixel_is_refused(fmnist, tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     data.load_arrays("keras", test_subset=10)  # fills ~/.keras from the raw files, verified
@@ -291,6 +293,7 @@ def _rewrite_first_record_with_a_flipped_pixel(tfrecord):
             writer.write(record)
 
 
+@pytest.mark.slow  # > 2 s: left out of `make check`
 def test_tfds_files_with_one_flipped_pixel_are_refused(fmnist_tfds, tfds_home, tmp_path, monkeypatch):
     data_dir = tmp_path / "tensorflow_datasets"
     shutil.copytree(tfds_home / "tensorflow_datasets" / "fashion_mnist", data_dir / "fashion_mnist")

@@ -58,6 +58,7 @@ def test_report_text_says_what_is_simulated():
     assert "nothing is simulated" in real.text()
 
 
+@pytest.mark.slow  # > 2 s: left out of `make check`
 def test_late_simulate_raises_and_worker_config(tmp_path):
     code = """
 import json, tensorflow as tf
@@ -119,6 +120,7 @@ def test_pin_cpu_cores_rejects_bad_input(bad: dict) -> None:
         devices.pin_cpu_cores(**bad)
 
 
+@pytest.mark.slow  # > 2 s: left out of `make check`
 def test_configure_worker_shares_cpu_cores(tmp_path):
     code = """
 import json, tensorflow as tf
@@ -138,6 +140,7 @@ print(json.dumps({"name": name, "intra": tf.config.threading.get_intra_op_parall
         devices.configure_worker(2, local_size=2)
 
 
+@pytest.mark.slow  # > 2 s: left out of `make check`
 def test_mirrored_strategy_fit_on_simulated_devices(tmp_path):
     code = """
 import json

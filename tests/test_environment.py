@@ -122,6 +122,7 @@ def _doctor(env_extra: dict[str, str]) -> subprocess.CompletedProcess[str]:
                           text=True, env=env, timeout=300)
 
 
+@pytest.mark.slow  # > 2 s: left out of `make check`
 def test_doctor_passes_here() -> None:
     proc = _doctor({})
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -131,6 +132,7 @@ def test_doctor_passes_here() -> None:
         assert f"] {name}:" in proc.stdout
 
 
+@pytest.mark.slow  # > 2 s: left out of `make check`
 def test_doctor_fails_with_remedy_when_data_dir_is_missing(tmp_path: Path) -> None:
     proc = _doctor({"COURSE_DATA_DIR": str(tmp_path / "nowhere")})
     assert proc.returncode == 1
@@ -148,6 +150,7 @@ def _check_build_marks(text: str) -> dict[str, bool]:
 
 
 @pytest.mark.requires("horovodrun")
+@pytest.mark.slow  # > 2 s: left out of `make check`
 def test_build_probe_agrees_with_horovodrun_check_build() -> None:
     """The doctor's one-import probe says what Horovod's own (six times slower) check says."""
     horovodrun = Path(sys.executable).with_name("horovodrun")
@@ -190,6 +193,7 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.mark.slow  # > 2 s: left out of `make check`
 def test_lab_starts_headless_and_answers(tmp_path: Path) -> None:
     port = _free_port()
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
@@ -284,6 +288,7 @@ def test_doctor_fails_when_horovodrun_is_missing(monkeypatch: pytest.MonkeyPatch
     assert build.status == "fail" and "horovodrun" in build.detail and "make setup" in build.remedy
 
 
+@pytest.mark.slow  # > 2 s: left out of `make check`
 def test_doctor_fails_on_corrupt_data_with_remedy(tmp_path: Path) -> None:
     import gzip
     from course_lib.training import fmnist_files

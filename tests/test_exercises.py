@@ -280,6 +280,7 @@ print(json.dumps(verdicts))
 '''
 
 
+@pytest.mark.slow  # > 2 s: left out of `make check`
 def test_replica_step_check_accepts_the_solution_and_rejects_wrong_steps(tmp_path: Path) -> None:
     import json
     import os

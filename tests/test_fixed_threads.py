@@ -50,16 +50,19 @@ def _digest(mode: str, cpus: str) -> str:
     return proc.stdout.split("digest ")[1].strip()
 
 
+@pytest.mark.slow  # > 2 s: left out of `make check`
 def test_pool_size_changes_the_weights_so_the_control_can_fail() -> None:
     assert _digest("1", "all") != _digest("2", "all")
 
 
+@pytest.mark.slow  # > 2 s: left out of `make check`
 def test_fixed_threads_give_the_same_weights_on_one_core_and_on_all() -> None:
     if len(os.sched_getaffinity(0)) < 2:
         pytest.fail("this test needs 2 cores to compare one core with all (make setup's machine has 2)")
     assert _digest("fixed", "0") == _digest("fixed", "all")
 
 
+@pytest.mark.slow  # > 2 s: left out of `make check`
 def test_bad_thread_counts_and_a_started_runtime_are_refused() -> None:
     code = r"""
 import tensorflow as tf

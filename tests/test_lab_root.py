@@ -11,6 +11,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from course_lib.environment.lab import COURSE_DIR, lab_command
 
 
@@ -29,6 +31,7 @@ def test_lab_command_serves_the_course_root_and_hides_instructor() -> None:
     assert not (COURSE_DIR / "notebooks" / "solutions").exists(), "solutions must not sit next to the notebooks"
 
 
+@pytest.mark.slow  # > 2 s: left out of `make check`
 def test_the_running_lab_lists_code_but_not_solutions(tmp_path: Path) -> None:
     port, token = _free_port(), "course-lab-root"
     env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / "cfg"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt"),
@@ -100,6 +103,7 @@ def _request(port: int, token: str, method: str, path: str, body: dict | None = 
         return error.code, error.read()
 
 
+@pytest.mark.slow  # > 2 s: left out of `make check`
 def test_the_running_lab_refuses_typed_urls_to_the_solutions(tmp_path: Path) -> None:
     course = _scratch_course(tmp_path / "course")
     answers = course / "instructor" / "solutions" / "answers.py"

@@ -56,6 +56,7 @@ def _kill_tagged(tag: str) -> int:
     return killed
 
 
+@pytest.mark.slow  # > 2 s: left out of `make check`
 def test_a_leaking_module_fails_by_name_and_a_clean_one_passes(tmp_path):
     try:
         proc = _session(tmp_path, {"test_leaky_module.py": LEAKY, "test_clean_module.py": CLEAN})
@@ -71,6 +72,7 @@ def test_a_leaking_module_fails_by_name_and_a_clean_one_passes(tmp_path):
 
 
 @pytest.mark.requires("horovod")
+@pytest.mark.slow  # > 2 s: left out of `make check`
 def test_in_process_hvd_init_starts_no_mpi_daemon():
     """Open MPI 4 forks an ``orted`` for an MPI singleton unless ``ess_singleton_isolated`` is set."""
     assert os.environ.get("OMPI_MCA_ess_singleton_isolated") == "1"

@@ -85,6 +85,7 @@ def _notebook(path: Path, sources: list[str], stdout: list[str]) -> None:
     nbformat.write(nb, path)
 
 
+@pytest.mark.slow  # > 2 s: left out of `make check`
 def test_nbval_fails_a_cell_with_a_traceback_on_stderr(tmp_path: Path) -> None:
     for name in ("conftest.py", "stderr_allow.txt"):
         shutil.copy(ROOT / "notebooks" / name, tmp_path / name)

@@ -243,6 +243,7 @@ def test_model_trains(optimizer) -> None:
     assert losses[-1] < 0.8 * losses[0], losses
 
 
+@pytest.mark.slow  # > 2 s: left out of `make check`
 def test_importing_tensorflow_modules_keeps_simulate_devices_working() -> None:
     """The premise of ordinary classes in TF-importing modules (optimizers, callbacks): importing
     TensorFlow does not initialise its devices; only the first op does."""

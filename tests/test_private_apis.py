@@ -20,6 +20,7 @@ def _run(code: str) -> subprocess.CompletedProcess:
                           text=True, timeout=240)
 
 
+@pytest.mark.slow  # > 2 s: left out of `make check`
 def test_keras_dropout_generator_is_where_reseed_dropout_looks() -> None:
     """course_lib.training.seeding.reseed_dropout resets ``layer._random_generator._generator``."""
     proc = _run("""
@@ -42,6 +43,7 @@ def test_keras_dropout_generator_is_where_reseed_dropout_looks() -> None:
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
 
 
+@pytest.mark.slow  # > 2 s: left out of `make check`
 def test_reseed_dropout_refuses_to_reseed_nothing() -> None:
     """Without tf.random.Generator-backed dropout (Keras' legacy RNG), reseeding must not pass silently."""
     proc = _run("""

@@ -225,6 +225,7 @@ def learners(room: dict) -> Iterator[dict]:
         assert stopped.status_code in (202, 204), f"{name}'s server did not stop: {stopped.status_code}"
 
 
+@pytest.mark.slow  # > 2 s: left out of `make check`
 def test_each_learner_reads_their_own_workspace(room: dict, learners: dict) -> None:
     for name, session in learners.items():
         own = session.get(f"{room['url']}/user/{name}/files/README.md", timeout=60)
@@ -237,6 +238,7 @@ def test_each_learner_reads_their_own_workspace(room: dict, learners: dict) -> N
         assert not (home / "course" / "instructor").exists()
 
 
+@pytest.mark.slow  # > 2 s: left out of `make check`
 def test_a_learner_cannot_open_another_learners_files(room: dict, learners: dict) -> None:
     a, b = room["names"]
     session = learners[a]

@@ -39,6 +39,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return dest
 
 
+@pytest.mark.slow  # > 2 s: left out of `make check`
 def test_one_page_per_notebook_and_script(site: Path) -> None:
     assert sorted(p.name for p in site.glob("*.html")) == sorted(["index.html"] + [p.stem + ".html"
                                                                                  for p in NOTEBOOKS])

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 PROBES = '''
@@ -42,6 +44,7 @@ def test_xfail():
 '''
 
 
+@pytest.mark.slow  # > 2 s: left out of `make check`
 def test_skips_fail_unless_their_reason_is_allowed(tmp_path: Path) -> None:
     shutil.copy(ROOT / "tests" / "conftest.py", tmp_path / "conftest.py")
     shutil.copy(ROOT / "tests" / "leftovers.py", tmp_path / "leftovers.py")  # the conftest imports it

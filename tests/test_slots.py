@@ -140,6 +140,7 @@ def test_the_oldest_waiter_goes_first_and_dead_waiters_are_skipped(private_slots
             proc.wait()
 
 
+@pytest.mark.slow  # > 2 s: left out of `make check`
 def test_two_concurrent_launches_second_waits_then_runs(tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_SLOTS", "1")
     script = tmp_path / "hold.py"

@@ -118,6 +118,8 @@ def test_sigint_to_the_caller_during_start_up(delay):
     assert_nothing_left(mark)
 
 
+@pytest.mark.requires("horovodrun")
+@pytest.mark.horovod
 def test_no_interrupted_launch_left_anything_behind_later():
     """Once more, after all of them: nothing appeared late (a rank that was still being spawned)."""
     time.sleep(2.0)

@@ -92,6 +92,7 @@ def _nbval(notebook: Path, cwd: Path, env: dict[str, str], timeout: int) -> subp
         ini.unlink()
 
 
+@pytest.mark.slow  # > 2 s: left out of `make check`
 def test_fixture_learner_edition_passes_strict_nbval(tmp_path: Path) -> None:
     """Executed with its solution, converted, the learner notebook still passes nbval (stub raises, and the
     cleared self-check is run but not compared)."""

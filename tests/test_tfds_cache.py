@@ -28,6 +28,7 @@ def _same(a: data.FashionMNIST, b: data.FashionMNIST) -> bool:
     return all(np.array_equal(x, y) for x, y in zip(a, b))
 
 
+@pytest.mark.slow  # > 2 s: left out of `make check`
 def test_a_load_writes_the_copy_and_the_next_load_reads_it(data_dir, fmnist_tfds, monkeypatch):
     assert tfds_cache.lookup(data_dir) is None
     assert _same(data.load_arrays("tfds"), fmnist_tfds)
@@ -46,6 +47,7 @@ def test_a_load_writes_the_copy_and_the_next_load_reads_it(data_dir, fmnist_tfds
     assert _same(data.load_arrays("tfds"), fmnist_tfds)
 
 
+@pytest.mark.slow  # > 2 s: left out of `make check`
 def test_an_altered_copy_is_ignored_and_replaced(data_dir, fmnist_tfds):
     data.load_arrays("tfds")
     path = tfds_cache.cache_path(data_dir)
@@ -58,6 +60,7 @@ def test_an_altered_copy_is_ignored_and_replaced(data_dir, fmnist_tfds):
     assert tfds_cache.lookup(data_dir) is not None
 
 
+@pytest.mark.slow  # > 2 s: left out of `make check`
 def test_a_changed_record_file_changes_the_key(data_dir):
     data.load_arrays("tfds")
     before = tfds_cache.cache_path(data_dir)
