@@ -139,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     model_seed = args.seed + rank if args.seed_per_rank else args.seed
     seeding.configure(model_seed, deterministic=args.deterministic)
 
-    fmnist = data.load_arrays(train_subset=args.train_subset, test_subset=args.test_subset)
+    fmnist = data.load_arrays(train_subset=args.train_subset, test_subset=args.test_subset,
+                              data_dir=args.data_dir)
     n_train = len(fmnist.y_train)
     arith = epochs.epoch_arithmetic(n_train, args.batch_size, workers, k)
     steps = arith["steps_per_epoch"]

@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     import tensorflow as tf
 
     seeding.configure(args.seed)
-    fmnist = data.load_arrays(train_subset=args.train_subset, test_subset=args.test_subset)
+    fmnist = data.load_arrays(train_subset=args.train_subset, test_subset=args.test_subset,
+                              data_dir=args.data_dir)
     n_train = len(fmnist.y_train)
     host = os.environ.get("HOROVOD_HOSTNAME", socket.gethostname())
 

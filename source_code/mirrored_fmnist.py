@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"MirroredStrategy over {replicas} replica(s): {list(strategy.extended.worker_devices)}",
           flush=True)
 
-    fmnist = data.load_arrays(train_subset=args.train_subset, test_subset=args.test_subset)
+    fmnist = data.load_arrays(train_subset=args.train_subset, test_subset=args.test_subset,
+                              data_dir=args.data_dir)
     n_train = len(fmnist.y_train)
     # Strategy: the dataset yields GLOBAL batches (per-replica x replicas), split per replica.
     consumed = consumption.ConsumedIds()  # the ids of every global batch the strategy pulls

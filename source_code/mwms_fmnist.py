@@ -115,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
          host=os.uname().nodename)
     seeding.configure(args.seed)
 
-    fmnist = data.load_arrays(train_subset=args.train_subset, test_subset=args.test_subset)
+    fmnist = data.load_arrays(train_subset=args.train_subset, test_subset=args.test_subset,
+                              data_dir=args.data_dir)
     n_train = len(fmnist.y_train)
     arith = epochs.epoch_arithmetic(n_train, args.batch_size, workers)
     steps, global_batch = arith["steps_per_epoch"], arith["step_batch"]

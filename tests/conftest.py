@@ -42,10 +42,8 @@ def _load(source: str, home) -> object:
     from course_lib.training import data
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HOME", str(home))
-        mp.setenv("TFDS_DATA_DIR", str(home / "tensorflow_datasets"))
-        mp.delenv("COURSE_TFDS_DIR", raising=False)
-        return data.load_arrays(source)
+        mp.setenv("HOME", str(home))  # keras keeps its cache in ~/.keras: it takes no folder
+        return data.load_arrays(source, data_dir=home / "tensorflow_datasets")
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -297,11 +298,31 @@ def _rewrite_first_record_with_a_flipped_pixel(tfrecord):
 def test_tfds_files_with_one_flipped_pixel_are_refused(fmnist_tfds, tfds_home, tmp_path, monkeypatch):
     data_dir = tmp_path / "tensorflow_datasets"
     shutil.copytree(tfds_home / "tensorflow_datasets" / "fashion_mnist", data_dir / "fashion_mnist")
-    monkeypatch.setenv("TFDS_DATA_DIR", str(data_dir))
-    monkeypatch.delenv("COURSE_TFDS_DIR", raising=False)
-    assert np.array_equal(data.load_arrays("tfds").y_test, fmnist_tfds.y_test)  # the copy is intact
+    assert np.array_equal(data.load_arrays("tfds", data_dir=data_dir).y_test, fmnist_tfds.y_test)  # intact
     [shard] = (data_dir / "fashion_mnist").glob("*/fashion_mnist-test.tfrecord*")
     _rewrite_first_record_with_a_flipped_pixel(shard)
     with pytest.raises(data.DataCorruptError, match="t10k") as info:
-        data.load_arrays("tfds")
+        data.load_arrays("tfds", data_dir=data_dir)
     assert str(data_dir / "fashion_mnist") in str(info.value)
+
+
+def test_one_resolver_decides_the_data_folder(tmp_path, monkeypatch):
+    """The parameter first (a script's --data-dir), then $COURSE_TFDS_DIR, $TFDS_DATA_DIR, ~/tensorflow_datasets."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("COURSE_TFDS_DIR", raising=False)
+    monkeypatch.delenv("TFDS_DATA_DIR", raising=False)
+    assert data.resolve_data_dir() == tmp_path / "tensorflow_datasets"
+    monkeypatch.setenv("TFDS_DATA_DIR", str(tmp_path / "tfds"))
+    assert data.resolve_data_dir() == tmp_path / "tfds"
+    monkeypatch.setenv("COURSE_TFDS_DIR", str(tmp_path / "course"))
+    assert data.resolve_data_dir() == tmp_path / "course"
+    assert data.resolve_data_dir(tmp_path / "given") == tmp_path / "given"
+    assert data.resolve_data_dir("~/x") == tmp_path / "x"
+
+
+@pytest.mark.parametrize("script", ["horovod_fmnist.py", "horovod_fmnist_elastic.py", "mwms_fmnist.py",
+                                    "mirrored_fmnist.py"])
+def test_every_training_script_takes_data_dir(script):
+    path = Path(__file__).resolve().parents[1] / "source_code" / script
+    out = subprocess.run([sys.executable, str(path), "--help"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "--data-dir" in out.stdout, out.stderr

@@ -13,14 +13,12 @@ from course_lib.training import data, tfds_cache
 
 
 @pytest.fixture
-def data_dir(fmnist_tfds, tfds_home, tmp_path, monkeypatch) -> Path:
+def data_dir(fmnist_tfds, tfds_home, tmp_path) -> Path:
     """A private copy of the prepared tfds folder (modification times kept), used by load_arrays."""
     target = tmp_path / "tensorflow_datasets"
     shutil.copytree(tfds_home / "tensorflow_datasets" / "fashion_mnist", target / "fashion_mnist")
     for stale in (target / "fashion_mnist").glob("course-arrays-*.npz"):
         stale.unlink()
-    monkeypatch.setenv("TFDS_DATA_DIR", str(target))
-    monkeypatch.delenv("COURSE_TFDS_DIR", raising=False)
     return target
 
 
@@ -31,11 +29,10 @@ def _same(a: data.FashionMNIST, b: data.FashionMNIST) -> bool:
 @pytest.mark.slow  # > 2 s: left out of `make check`
 def test_a_load_writes_the_copy_and_the_next_load_reads_it(data_dir, fmnist_tfds, monkeypatch):
     assert tfds_cache.lookup(data_dir) is None
-    assert _same(data.load_arrays("tfds"), fmnist_tfds)
+    assert _same(data.load_arrays("tfds", data_dir=data_dir), fmnist_tfds)
     path = tfds_cache.cache_path(data_dir)
     assert path is not None and path.is_file() and path.stat().st_mode & 0o004
     # The second load must not touch tfds at all: make tfds unusable and load again.
-    monkeypatch.setattr(data, "_tfds_data_dir", lambda: data_dir)
     import builtins
     real_import = builtins.__import__
 
@@ -44,25 +41,25 @@ def test_a_load_writes_the_copy_and_the_next_load_reads_it(data_dir, fmnist_tfds
             raise AssertionError("tfds was imported although a verified copy exists")
         return real_import(name, *args, **kwargs)
     monkeypatch.setattr(builtins, "__import__", no_tfds)
-    assert _same(data.load_arrays("tfds"), fmnist_tfds)
+    assert _same(data.load_arrays("tfds", data_dir=data_dir), fmnist_tfds)
 
 
 @pytest.mark.slow  # > 2 s: left out of `make check`
 def test_an_altered_copy_is_ignored_and_replaced(data_dir, fmnist_tfds):
-    data.load_arrays("tfds")
+    data.load_arrays("tfds", data_dir=data_dir)
     path = tfds_cache.cache_path(data_dir)
     with np.load(path) as npz:
         arrays = {k: npz[k].copy() for k in npz.files}
     arrays["x_test"][7, 14, 14] ^= 1
     np.savez(path, **arrays)
     assert tfds_cache.lookup(data_dir) is None  # one flipped pixel: not used
-    assert _same(data.load_arrays("tfds"), fmnist_tfds)  # tfds again, verified, and the copy rewritten
+    assert _same(data.load_arrays("tfds", data_dir=data_dir), fmnist_tfds)  # tfds again, verified, and the copy rewritten
     assert tfds_cache.lookup(data_dir) is not None
 
 
 @pytest.mark.slow  # > 2 s: left out of `make check`
 def test_a_changed_record_file_changes_the_key(data_dir):
-    data.load_arrays("tfds")
+    data.load_arrays("tfds", data_dir=data_dir)
     before = tfds_cache.cache_path(data_dir)
     [shard] = (data_dir / "fashion_mnist").glob("*/fashion_mnist-test.tfrecord*")
     stat = shard.stat()

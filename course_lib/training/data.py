@@ -35,6 +35,7 @@ __all__ = [
     "DataCorruptError",
     "FashionMNIST",
     "load_arrays",
+    "resolve_data_dir",
     "idx_sha256",
     "sorted_rows_sha256",
 ]
@@ -67,7 +68,21 @@ def _keras_cache_dir() -> Path:
     return base / "datasets" / "fashion-mnist"
 
 
-def _tfds_data_dir() -> Path:
+def resolve_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The tfds data folder a load uses: the ONE place that decides it.
+
+    Args:
+        data_dir: The folder, as ``tfds.load(data_dir=...)`` takes it (a script's ``--data-dir``);
+            ``None``: ``$COURSE_TFDS_DIR`` (the course's own setting, e.g. a room's shared copy),
+            else ``$TFDS_DATA_DIR`` (tfds's), else ``~/tensorflow_datasets`` (tfds's default).
+
+    Returns:
+        The folder, ``~`` expanded (it need not exist yet: tfds prepares it).
+
+    Introduced in notebooks/01_data_parallelism.ipynb.
+    """
+    if data_dir is not None and str(data_dir):
+        return Path(data_dir).expanduser()
     explicit = os.environ.get("COURSE_TFDS_DIR")
     if explicit:
         return Path(explicit).expanduser()
@@ -82,9 +97,8 @@ def _raw_dir_or_none() -> Path | None:
 
 
 # --------------------------------------------------------------------------- loaders
-def _load_tfds() -> tuple[FashionMNIST, bool]:
+def _load_tfds(data_dir: Path) -> tuple[FashionMNIST, bool]:
     """The arrays, and whether their content is already verified (the checked NumPy copy)."""
-    data_dir = _tfds_data_dir()
     cached = tfds_cache.lookup(data_dir)  # a verified copy of an earlier load (no PNG decoding)
     if cached is not None:
         return FashionMNIST(**cached), True
@@ -119,7 +133,7 @@ def _load_tfds() -> tuple[FashionMNIST, bool]:
     return data, stored is not None
 
 
-def _load_keras() -> tuple[FashionMNIST, bool]:
+def _load_keras(data_dir: Path) -> tuple[FashionMNIST, bool]:  # keras keeps its own cache (~/.keras)
     import tensorflow as tf
 
     cache = _keras_cache_dir()
@@ -137,7 +151,7 @@ def _load_keras() -> tuple[FashionMNIST, bool]:
     return FashionMNIST(x_train, y_train, x_test, y_test), False
 
 
-def _check_loaded(data: FashionMNIST, source: str, *, verified: bool = False) -> None:
+def _check_loaded(data: FashionMNIST, source: str, data_dir: Path, *, verified: bool = False) -> None:
     expected = {"x_train": (TRAIN_SIZE, 28, 28), "y_train": (TRAIN_SIZE,),
                 "x_test": (TEST_SIZE, 28, 28), "y_test": (TEST_SIZE,)}
     for name, shape in expected.items():
@@ -150,7 +164,7 @@ def _check_loaded(data: FashionMNIST, source: str, *, verified: bool = False) ->
         if labels.min() < 0 or labels.max() >= NUM_CLASSES:
             raise DataCorruptError(f"{source} returned {name} outside 0..{NUM_CLASSES - 1}")
     if not verified:  # the tfds copy's digests were checked when it was read or written
-        _check_content(data, source)
+        _check_content(data, source, data_dir)
 
 
 # --------------------------------------------------------------------------- content digests
@@ -188,7 +202,7 @@ def sorted_rows_sha256(images: np.ndarray, labels: np.ndarray) -> str:
     return hashlib.sha256(np.sort(rows).tobytes()).hexdigest()
 
 
-def _check_content(data: FashionMNIST, source: str) -> None:
+def _check_content(data: FashionMNIST, source: str, data_dir: Path) -> None:
     """Raise DataCorruptError unless every array holds the published bytes (about 0.1 s; tfds 0.5 s)."""
     if source == "keras":  # IDX order: each array is one raw file's data
         bad = [stem for stem, array in (("train-images-idx3-ubyte", data.x_train),
@@ -205,7 +219,7 @@ def _check_content(data: FashionMNIST, source: str) -> None:
         bad = [split for split, x, y in (("train", data.x_train, data.y_train),
                                          ("t10k", data.x_test, data.y_test))
                if sorted_rows_sha256(x, y) != SORTED_ROWS_SHA256[split]]
-        where = str(_tfds_data_dir() / "fashion_mnist")
+        where = str(data_dir / "fashion_mnist")
         remedy = f"delete {where} and load again (tfds prepares it afresh)"
     if bad:
         raise DataCorruptError(f"{source} returned data that differ from the published Fashion-MNIST "
@@ -213,13 +227,14 @@ def _check_content(data: FashionMNIST, source: str) -> None:
 
 
 def load_arrays(source: str = "tfds", *, train_subset: int | None = None,
-                test_subset: int | None = None) -> FashionMNIST:
+                test_subset: int | None = None,
+                data_dir: str | os.PathLike[str] | None = None) -> FashionMNIST:
     """Load the real Fashion-MNIST as numpy arrays, verified.
 
     Offline, the raw files found by :func:`find_raw_files` feed the real loaders: for tfds they
     are restored to the upstream bytes (gzip header) and placed in the tfds manual folder
-    ``<data_dir>/downloads/manual`` (``data_dir`` = ``$COURSE_TFDS_DIR``, else ``$TFDS_DATA_DIR``,
-    else ``~/tensorflow_datasets``); tfds prepares the dataset once (about 10 s). For keras they are
+    ``<data_dir>/downloads/manual`` (:func:`resolve_data_dir`); tfds prepares the dataset once
+    (about 10 s). For keras they are
     copied to ``~/.keras/datasets/fashion-mnist`` when absent. Note that tfds stores the examples in
     its own (fixed, deterministic) order, which differs from the IDX order keras returns; both hold
     the same examples.
@@ -229,6 +244,7 @@ def load_arrays(source: str = "tfds", *, train_subset: int | None = None,
             (``tf.keras.datasets.fashion_mnist.load_data()``).
         train_subset: Keep only the FIRST ``train_subset`` training examples (None: all 60 000).
         test_subset: Keep only the FIRST ``test_subset`` test examples (None: all 10 000).
+        data_dir: The tfds data folder (``None``: :func:`resolve_data_dir`'s environment order).
 
     Returns:
         A :class:`FashionMNIST` of uint8 arrays, images (N, 28, 28), labels (N,).
@@ -247,8 +263,9 @@ def load_arrays(source: str = "tfds", *, train_subset: int | None = None,
                                ("test_subset", test_subset, TEST_SIZE)):
         if value is not None and (not isinstance(value, int) or not 1 <= value <= limit):
             raise ValueError(f"{name} must be an int in 1..{limit} or None, got {value!r}")
-    data, verified = loaders[source]()
-    _check_loaded(data, source, verified=verified)
+    folder = resolve_data_dir(data_dir)
+    data, verified = loaders[source](folder)
+    _check_loaded(data, source, folder, verified=verified)
     data = FashionMNIST(*(np.asarray(a, dtype=np.uint8) for a in data))
     if train_subset is not None:
         data = data._replace(x_train=data.x_train[:train_subset], y_train=data.y_train[:train_subset])

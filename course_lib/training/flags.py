@@ -61,11 +61,16 @@ def positive_float(text: str) -> float:
 
 
 def add_data_flags(parser: argparse.ArgumentParser) -> None:
-    """Add ``--train-subset`` and ``--test-subset`` (the first N images of each split).
+    """Add ``--data-dir`` (the tfds data folder), ``--train-subset`` and ``--test-subset`` (the first N
+    images of each split): the data flags every training script declares the same way.
 
     Args:
         parser: The script's parser.
     """
+    parser.add_argument("--data-dir", default=None,
+                        help="tfds data folder (as tfds.load(data_dir=)); default: $COURSE_TFDS_DIR, "
+                        "else $TFDS_DATA_DIR, else ~/tensorflow_datasets "
+                        "(course_lib.training.data.resolve_data_dir)")
     parser.add_argument("--train-subset", type=positive_int, default=None,
                         help="train on the first N training images only (default: all 60000)")
     parser.add_argument("--test-subset", type=positive_int, default=None,
