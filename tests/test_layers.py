@@ -2,34 +2,24 @@
 
 Layers, lowest first: ``training`` → ``runner`` → ``lessons`` → ``environment``. A module may import
 from its own layer and the layers before it; ``source_code/`` may import ``course_lib.training`` only
-(so a learner can carry a script and that one folder to a cluster). Imports are read with ``ast``,
-including those inside functions, so a lazy import cannot hide a wrong-way dependency.
+(so a learner can carry a script and that one folder to a cluster); no two modules import each other,
+directly or round a longer loop. ``tests/import_graph.py`` reads every import form with ``ast``
+(``from package import module``, relative imports, ``import a.b.c``, imports inside functions,
+``importlib.import_module("...")``), so no way of writing an import can hide a dependency; the tests at
+the end plant a cycle and an upward import of each form in a scratch copy and watch the checks fail.
 """
 
 from __future__ import annotations
 
-import ast
+import shutil
 from pathlib import Path
 
 import pytest
+from import_graph import describe, find_cycle, graph, imports, modules
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = ROOT / "course_lib"
+PACKAGE = "course_lib"
 ORDER = ["training", "runner", "lessons", "environment"]
-
-
-def _imports(path: Path) -> list[str]:
-    tree = ast.parse(path.read_text(), filename=str(path))
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module == "course_lib":
-                found += [f"course_lib.{alias.name}" for alias in node.names]
-            else:
-                found.append(node.module)
-    return [name for name in found if name == "course_lib" or name.startswith("course_lib.")]
 
 
 def _layer(module: str) -> str | None:
@@ -37,72 +27,162 @@ def _layer(module: str) -> str | None:
     return parts[1] if len(parts) > 1 and parts[1] in ORDER else None
 
 
-def _module_name(path: Path) -> str:
-    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+def wrong_way_imports(root: Path) -> list[str]:
+    """Every import in ``root/course_lib`` that goes up the layers, names no layer, or cannot be read."""
+    edges, problems = graph(root, PACKAGE)
+    for source, found in edges.items():
+        own = _layer(source)
+        if own is None:  # course_lib/__init__.py and __main__.py (the command line) sit on top
+            continue
+        for edge in found:
+            layer = _layer(edge.target)
+            if layer is None:
+                problems.append(f"{source}:{edge.line} imports {edge.target}: name a layer module")
+            elif ORDER.index(layer) > ORDER.index(own):
+                problems.append(f"{source}:{edge.line} ({own}) imports {edge.target} ({layer}): a lower layer "
+                                f"must not depend on a higher one (order: {' -> '.join(ORDER)})")
+    return problems
 
 
-LIBRARY = sorted(p for p in PACKAGE.rglob("*.py"))
+def import_cycle(root: Path) -> str | None:
+    """One import cycle among the modules of ``root/course_lib``, written out, or None."""
+    edges, _ = graph(root, PACKAGE)
+    cycle = find_cycle(edges)
+    return describe(cycle) if cycle else None
+
+
+def script_problems(root: Path) -> list[str]:
+    """Every import of ``root/source_code/*.py`` into course_lib outside the training layer."""
+    known = modules(root, PACKAGE)
+    problems = []
+    for path in sorted((root / "source_code").glob("*.py")):
+        edges, unreadable = imports(path, path.stem, known, PACKAGE)
+        problems += unreadable
+        problems += [f"source_code/{path.name}:{e.line} imports {e.target}: scripts may use "
+                     f"course_lib.training only" for e in edges if _layer(e.target) != "training"]
+    return problems
 
 
 def test_every_module_sits_in_a_layer() -> None:
-    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    package = ROOT / PACKAGE
+    top = sorted(p.name for p in package.glob("*.py"))
     assert top == ["__init__.py", "__main__.py"], f"modules outside the layer folders: {top}"
-    assert sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__") == sorted(ORDER)
+    assert sorted(p.name for p in package.iterdir() if p.is_dir() and p.name != "__pycache__") == sorted(ORDER)
 
 
-@pytest.mark.parametrize("path", LIBRARY, ids=[_module_name(p) for p in LIBRARY])
-def test_imports_go_one_way(path: Path) -> None:
-    own = _layer(_module_name(path))
-    if own is None:  # course_lib/__init__.py and __main__.py (the command line) sit on top
-        return
-    for target in _imports(path):
-        layer = _layer(target)
-        assert layer is not None, f"{_module_name(path)} imports {target}: name a layer module"
-        assert ORDER.index(layer) <= ORDER.index(own), (
-            f"{_module_name(path)} ({own}) imports {target} ({layer}): a lower layer must not depend "
-            f"on a higher one (order: {' -> '.join(ORDER)})")
-
-
-SCRIPTS = sorted((ROOT / "source_code").glob("*.py"))
-
-
-@pytest.mark.parametrize("path", SCRIPTS, ids=[p.name for p in SCRIPTS])
-def test_scripts_import_only_the_training_layer(path: Path) -> None:
-    for target in _imports(path):
-        assert _layer(target) == "training", (
-            f"source_code/{path.name} imports {target}: scripts may use course_lib.training only")
+def test_imports_go_one_way() -> None:
+    assert wrong_way_imports(ROOT) == []
 
 
 def test_no_import_cycles_between_modules() -> None:
-    graph = {}
-    for path in LIBRARY:
-        name = _module_name(path)
-        graph[name] = {t for t in _imports(path) if t != name}
-    # Keep only edges to modules (not packages) that exist.
-    names = set(graph)
-    edges = {n: {t for t in ts if t in names and not (PACKAGE / "/".join(t.split(".")[1:])).is_dir()}
-             for n, ts in graph.items()}
-    seen: dict[str, int] = {}
-
-    def visit(node: str, stack: list[str]) -> None:
-        seen[node] = 1
-        for nxt in sorted(edges[node]):
-            if seen.get(nxt) == 1:
-                cycle = stack[stack.index(nxt):] + [nxt] if nxt in stack else [node, nxt]
-                raise AssertionError(f"import cycle: {' -> '.join(cycle)}")
-            if nxt not in seen:
-                visit(nxt, stack + [nxt])
-        seen[node] = 2
-
-    for node in sorted(edges):
-        if node not in seen:
-            visit(node, [node])
+    assert import_cycle(ROOT) is None
 
 
-def test_the_check_bites(tmp_path: Path) -> None:
-    """A training module that imports the runner is reported (the rule is not vacuous)."""
-    bad = tmp_path / "course_lib" / "training" / "bad.py"
-    bad.parent.mkdir(parents=True)
-    bad.write_text("def f():\n    from course_lib.runner import launch\n")
-    assert _imports(bad) == ["course_lib.runner"]
-    assert ORDER.index(_layer("course_lib.runner.launch")) > ORDER.index("training")
+def test_scripts_import_only_the_training_layer() -> None:
+    assert script_problems(ROOT) == []
+
+
+def test_the_graph_sees_the_imports_of_today() -> None:
+    """Edges written in the forms the old check dropped are in the graph (a guard against a blind reader)."""
+    edges, _ = graph(ROOT, PACKAGE)
+    targets = {e.target for e in edges["course_lib.training.epochs"]}
+    assert "course_lib.training.pipeline" in targets  # from course_lib.training import pipeline
+
+
+# --- The checks bite: a cycle and an upward import of every form, planted in a scratch copy ----------------
+
+# pipeline.py gets one of these lines (epochs.py already imports pipeline), closing pipeline <-> epochs.
+CYCLE_FORMS = {
+    "from package import module": "from course_lib.training import epochs\n",
+    "from module import name": "from course_lib.training.epochs import epoch_arithmetic\n",
+    "import a.b.c": "import course_lib.training.epochs\n",
+    "import a.b.c as x": "import course_lib.training.epochs as planted\n",
+    "relative from . import module": "from . import epochs\n",
+    "relative from .module import name": "from .epochs import epoch_arithmetic\n",
+    "relative from ..package import module": "from ..training import epochs\n",
+    "lazy, inside a function": "def planted():\n    from course_lib.training import epochs\n",
+    "under TYPE_CHECKING": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                           "    from course_lib.training import epochs\n",
+    "importlib.import_module": "import importlib\n\n\ndef planted():\n"
+                               "    return importlib.import_module('course_lib.training.epochs')\n",
+    "import_module, relative with package=": "from importlib import import_module\n\n\ndef planted():\n"
+                                             "    return import_module('.epochs', package='course_lib.training')\n",
+    "__import__": "def planted():\n    return __import__('course_lib.training.epochs')\n",
+}
+
+# training/epochs.py gets one of these lines: the training layer reaching up into the runner.
+UPWARD_FORMS = {
+    "from package import module": "from course_lib.runner import launch\n",
+    "from package import name": "from course_lib.runner import LaunchOptions\n",
+    "from module import name": "from course_lib.runner.launch import run_horovod\n",
+    "import a.b.c": "import course_lib.runner.launch\n",
+    "relative from ..package import module": "from ..runner import launch\n",
+    "relative from ..package.module import name": "from ..runner.launch import run_horovod\n",
+    "lazy, inside a function": "def planted():\n    from ..runner.launch import run_horovod\n",
+    "importlib.import_module": "import importlib\n\n\ndef planted():\n"
+                               "    return importlib.import_module('course_lib.runner.launch')\n",
+}
+
+
+def _scratch(tmp_path: Path) -> Path:
+    shutil.copytree(ROOT / PACKAGE, tmp_path / PACKAGE, ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path
+
+
+def _append(path: Path, text: str) -> None:
+    path.write_text(path.read_text() + "\n\n" + text)
+
+
+def test_the_scratch_copy_is_clean(tmp_path: Path) -> None:
+    root = _scratch(tmp_path)
+    assert import_cycle(root) is None and wrong_way_imports(root) == []
+
+
+@pytest.mark.parametrize("line", CYCLE_FORMS.values(), ids=CYCLE_FORMS.keys())
+def test_a_planted_cycle_of_each_form_fails(tmp_path: Path, line: str) -> None:
+    root = _scratch(tmp_path)
+    _append(root / PACKAGE / "training" / "pipeline.py", line)
+    cycle = import_cycle(root)
+    assert cycle is not None, f"a cycle written {line!r} went unseen"
+    assert "course_lib.training.pipeline" in cycle and "course_lib.training.epochs" in cycle, cycle
+
+
+def test_a_cycle_through_a_package_init_fails(tmp_path: Path) -> None:
+    """``from course_lib.training import name`` where the package re-exports it: the edge is to __init__.py."""
+    root = _scratch(tmp_path)
+    _append(root / PACKAGE / "training" / "__init__.py", "from course_lib.training.epochs import epoch_arithmetic\n")
+    _append(root / PACKAGE / "training" / "pipeline.py", "from course_lib.training import epoch_arithmetic\n")
+    cycle = import_cycle(root)
+    assert cycle is not None and "course_lib.training" in cycle.split(" -> ")[1], cycle
+
+
+@pytest.mark.parametrize("line", UPWARD_FORMS.values(), ids=UPWARD_FORMS.keys())
+def test_a_planted_upward_import_of_each_form_fails(tmp_path: Path, line: str) -> None:
+    root = _scratch(tmp_path)
+    _append(root / PACKAGE / "training" / "epochs.py", line)
+    problems = wrong_way_imports(root)
+    assert len(problems) == 1 and "course_lib.training.epochs:" in problems[0], problems
+    assert "imports course_lib.runner" in problems[0] and "(runner)" in problems[0], problems
+
+
+@pytest.mark.parametrize("line", ["import_module(name)\n", "__import__(name)\n",
+                                  "import_module('.epochs')\n", "from ... import planted\n",
+                                  "import course_lib.training.no_such_module\n"],
+                         ids=["non-literal import_module", "non-literal __import__", "relative with no package",
+                              "relative past the top", "a module that does not exist"])
+def test_an_import_the_check_cannot_read_fails(tmp_path: Path, line: str) -> None:
+    root = _scratch(tmp_path)
+    _append(root / PACKAGE / "training" / "epochs.py",
+            "from importlib import import_module\n\n\ndef planted(name):\n    " + line.replace("\n", "\n    "))
+    problems = wrong_way_imports(root)
+    assert len(problems) == 1 and "course_lib.training.epochs:" in problems[0], problems
+
+
+@pytest.mark.parametrize("line", ["from course_lib.runner import launch\n", "import course_lib.lessons.scaling\n",
+                                  "def main():\n    from course_lib import environment\n"])
+def test_a_script_reaching_past_the_training_layer_fails(tmp_path: Path, line: str) -> None:
+    root = _scratch(tmp_path)
+    (root / "source_code").mkdir()
+    (root / "source_code" / "planted.py").write_text("from course_lib.training import flags\n" + line)
+    problems = script_problems(root)
+    assert len(problems) == 1 and problems[0].startswith("source_code/planted.py:"), problems
