@@ -112,7 +112,7 @@ no answer is written down in this folder.
 
 | folder | what |
 |---|---|
-| `notebooks/` | the lessons, 00 to 06 |
+| `notebooks/` | the lessons, numbered in the order to take them (start with 00) |
 | `course_lib/` | the companion package the notebooks call (read it: each helper names its notebook) |
 | `source_code/` | the training scripts that `horovodrun` launches; they run without the notebooks |
 | `docs/architecture.md` | how the pieces fit together |
