@@ -89,14 +89,14 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_scripts.py::test_accumulation_changes_the_weights_every_kth_micro_step",)),
     Mutant("corrupted_pixel", "the loader hands over one flipped pixel",
            "course_lib/training/data.py",
-           "    data, verified = loaders[source]()\n",
-           "    data, verified = loaders[source]()\n    data = data._replace(x_train=data.x_train.copy())\n"
+           "    data, verified = loaders[source](folder)\n",
+           "    data, verified = loaders[source](folder)\n    data = data._replace(x_train=data.x_train.copy())\n"
            "    data.x_train[0, 14, 14] ^= 1\n",
            ("tests/test_data.py::test_keras_loader_counts_and_idx_order",)),
     Mutant("verification_off", "loaded arrays are no longer checked against the sha256",
            "course_lib/training/data.py",
-           "    _check_content(data, source)\n",
-           "    pass  # _check_content(data, source)\n",
+           "    _check_content(data, source, data_dir)\n",
+           "    pass  # _check_content(data, source, data_dir)\n",
            ("tests/test_data.py::test_keras_cache_with_one_flipped_pixel_is_refused",)),
     Mutant("checker_near_miss", "a self-check accepts a 0.9 % error",
            "course_lib/lessons/exercises.py",

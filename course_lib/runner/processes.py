@@ -39,6 +39,8 @@ _EOF = object()
 _POLL_S = 0.1
 _DESCENDANT_SCAN_S = 0.25
 _DRAIN_AFTER_EXIT_S = 2.0
+#: How long a run whose output has ended may take to exit by itself (the watchdog waits 2 s for leftovers).
+_WATCHDOG_EXIT_S = 10.0
 
 
 @dataclass
@@ -211,6 +213,7 @@ def stream_command(
     reason = "exited"
     next_scan = 0.0
     exited_at: float | None = None
+    outputs_closed = False
     try:
         while True:
             now = clock()
@@ -224,6 +227,7 @@ def stream_command(
             if item is _EOF:
                 open_pipes -= 1
                 if open_pipes == 0:
+                    outputs_closed = True
                     break
                 continue
             if item is not None:
@@ -241,6 +245,13 @@ def stream_command(
                 if clock() - exited_at >= _DRAIN_AFTER_EXIT_S:
                     break
     finally:
+        if outputs_closed and watchdog:
+            # Every writer closed the pipes: the run is ending by itself. Give the watchdog (and
+            # horovodrun, which may still be finishing) time to exit before anything is signalled.
+            try:
+                popen.wait(timeout=_WATCHDOG_EXIT_S)
+            except subprocess.TimeoutExpired:
+                pass
         terminate_processes(popen, tracked, grace_s, watchdog=watchdog)
         if popen.stdin is not None and not popen.stdin.closed:
             popen.stdin.close()  # a watchdog still alive would now end whatever is left
