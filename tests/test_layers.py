@@ -1,7 +1,8 @@
 """The package's layers are real: imports only go one way, and the scripts use the training layer only.
 
-Layers, lowest first: ``training`` → ``runner`` → ``lessons`` → ``environment``. A module may import
-from its own layer and the layers before it; ``source_code/`` may import ``course_lib.training`` only
+Layers, lowest first: ``training`` → ``runner``, then two siblings on top of both: ``lessons`` (what the
+notebooks call) and ``environment`` (the learner's machine: doctor, lab). A module may import from its own
+layer and the layers it sits on (:data:`MAY_IMPORT`), never from its sibling; ``source_code/`` may import ``course_lib.training`` only
 (so a learner can carry a script and that one folder to a cluster); no two modules import each other,
 directly or round a longer loop. ``tests/import_graph.py`` reads every import form with ``ast``
 (``from package import module``, relative imports, ``import a.b.c``, imports inside functions,
@@ -20,6 +21,9 @@ from import_graph import describe, find_cycle, graph, imports, modules
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "course_lib"
 ORDER = ["training", "runner", "lessons", "environment"]
+#: The layers each layer may import (besides itself): a graph, not a line (lessons and environment are siblings).
+MAY_IMPORT = {"training": set(), "runner": {"training"}, "lessons": {"training", "runner"},
+              "environment": {"training", "runner"}}
 
 
 def _layer(module: str) -> str | None:
@@ -38,9 +42,9 @@ def wrong_way_imports(root: Path) -> list[str]:
             layer = _layer(edge.target)
             if layer is None:
                 problems.append(f"{source}:{edge.line} imports {edge.target}: name a layer module")
-            elif ORDER.index(layer) > ORDER.index(own):
-                problems.append(f"{source}:{edge.line} ({own}) imports {edge.target} ({layer}): a lower layer "
-                                f"must not depend on a higher one (order: {' -> '.join(ORDER)})")
+            elif layer != own and layer not in MAY_IMPORT[own]:
+                problems.append(f"{source}:{edge.line} ({own}) imports {edge.target} ({layer}): this layer "
+                                f"may import only {sorted(MAY_IMPORT[own] | {own})} (docs/architecture.md)")
     return problems
 
 
@@ -186,3 +190,12 @@ def test_a_script_reaching_past_the_training_layer_fails(tmp_path: Path, line: s
     (root / "source_code" / "planted.py").write_text("from course_lib.training import flags\n" + line)
     problems = script_problems(root)
     assert len(problems) == 1 and problems[0].startswith("source_code/planted.py:"), problems
+
+
+def test_siblings_do_not_import_each_other(tmp_path: Path) -> None:
+    """lessons and environment both sit on runner and training; neither may import the other."""
+    root = _scratch(tmp_path)
+    (root / PACKAGE / "environment" / "bad.py").write_text("from course_lib.lessons import scaling\n")
+    (root / PACKAGE / "lessons" / "bad.py").write_text("from course_lib.environment import doctor\n")
+    problems = wrong_way_imports(root)
+    assert len(problems) == 2 and all("may import only" in p for p in problems), problems
