@@ -52,9 +52,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--backward-passes-per-step", type=positive_int, default=1,
                         help="gradient accumulation: average the gradients of this many batches "
                         "before each update (global batch = batch x workers x this)")
-    parser.add_argument("--threads-per-worker", type=positive_int, default=None,
-                        help="CPU threads of each worker (default: the cores it was granted or "
-                        "claimed; without either, cores / workers on the host)")
+    flags.add_worker_flags(parser)
     parser.add_argument("--no-pin-cores", action="store_true",
                         help="CPU hosts: do not keep each worker on its own cores (a control; by "
                         "default each runs on the cores the launcher granted it, or on free cores "

@@ -27,7 +27,8 @@ import sys
 import time
 
 from course_lib.training.events import emit
-from course_lib.training.flags import HelpFormatter, add_data_flags, positive_float, positive_int
+from course_lib.training.flags import (HelpFormatter, add_data_flags, add_worker_flags, positive_float,
+                                      positive_int)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -46,8 +47,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--lr", type=positive_float, default=1e-3,
                         help="learning rate of ONE worker; the run uses lr x current workers")
     add_data_flags(parser)
-    parser.add_argument("--threads-per-worker", type=positive_int, default=1,
-                        help="CPU threads of each worker")
+    add_worker_flags(parser)
     parser.add_argument("--seed", type=int, default=42, help="seed of the weights and data order")
     parser.add_argument("--json", action="store_true",
                         help="print JSON lines (config, worker, reset, epoch, commit, result, "
@@ -67,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
 
     hvd.init()  # Horovod: join the current group (elastic: rendezvous with the driver)
     # Horovod: one core (or one GPU) per worker, set before TensorFlow initialises its devices.
-    devices.configure_worker(0, threads_per_worker=args.threads_per_worker)
+    devices.configure_worker(hvd.local_rank(), threads_per_worker=args.threads_per_worker,
+                             local_size=hvd.local_size())
 
     import tensorflow as tf
 

@@ -26,7 +26,8 @@ import sys
 import time
 
 from course_lib.training.events import emit
-from course_lib.training.flags import HelpFormatter, add_data_flags, non_negative_int, positive_float, positive_int
+from course_lib.training.flags import (HelpFormatter, add_data_flags, add_worker_flags, non_negative_int,
+                                      positive_float, positive_int)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -46,8 +47,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--scale-lr", action="store_true",
                         help="multiply the learning rate by the number of workers")
     add_data_flags(parser)
-    parser.add_argument("--threads-per-worker", type=positive_int, default=1,
-                        help="CPU threads of each worker")
+    add_worker_flags(parser)
     parser.add_argument("--backup-dir", default=None,
                         help="BackupAndRestore folder: the state is backed up after every epoch, "
                         "and a run started again with the same folder continues from there")
@@ -99,7 +99,10 @@ def main(argv: list[str] | None = None) -> int:
     from course_lib.training import data, devices, epochs, models, optimizers, pipeline, seeding
     from course_lib.training.callbacks import Throughput
 
-    devices.configure_worker(0, threads_per_worker=args.threads_per_worker)
+    # Strategy: the workers of this run (TF_CONFIG) share the machine; each gets its own cores (the
+    # launcher's grant, else free cores it claims), as many threads as it has cores.
+    workers = len(json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster", {}).get("worker", [])) or 1
+    devices.configure_worker(0, threads_per_worker=args.threads_per_worker, local_size=workers)
 
     import tensorflow as tf
 

@@ -77,6 +77,22 @@ def add_data_flags(parser: argparse.ArgumentParser) -> None:
                         help="evaluate on the first N test images only (default: all 10000)")
 
 
+def add_worker_flags(parser: argparse.ArgumentParser) -> None:
+    """Add ``--threads-per-worker`` the same way to every multi-worker script (one default, one meaning).
+
+    The default, ``None``, lets :func:`course_lib.training.placement.worker_share` decide: the cores the
+    launcher granted this worker, else the cores it claimed, else its share of the host's cores.
+
+    Args:
+        parser: The script's parser.
+
+    Introduced in notebooks/03_horovod.ipynb.
+    """
+    parser.add_argument("--threads-per-worker", type=positive_int, default=None,
+                        help="CPU threads of each worker (default: the cores it was granted or "
+                        "claimed; without either, cores / workers on the host)")
+
+
 def add_run_flags(parser: argparse.ArgumentParser) -> None:
     """Add the flags every course script shares: seed, precision, determinism, JSON lines, and the
     epochs left out of the throughput mean.
