@@ -135,7 +135,7 @@ def execute(command: list[str], launch: Launch, *, horovod: bool, place: PlaceRe
         RunFailedError: Non-zero exit (with ``check``). RunTimeoutError: ``timeout`` expired.
         RunStoppedError: ``stop_event`` was set (also while waiting for slots).
     """
-    from course_lib.runner import slots as slot_files
+    from course_lib.runner import slots
     full_env = dict(os.environ)
     full_env.update(launch.env or {})
     full_env.setdefault("PYTHONUNBUFFERED", "1")  # otherwise lines arrive only at exit
@@ -144,11 +144,11 @@ def execute(command: list[str], launch: Launch, *, horovod: bool, place: PlaceRe
     grant = None
     if place is not None and place.slots:
         try:
-            grant = slot_files.acquire(
+            grant = slots.acquire(
                 min(place.slots, place.capacity.slots), capacity=place.capacity, script=script,
                 workers=workers or place.workers, timeout_s=launch.timeout, wait=launch.wait_for_slots,
                 stop_event=launch.stop_event, notify=lambda message: printer(message, "stderr"))
-        except slot_files.SlotWaitCancelled:
+        except slots.SlotWaitCancelled:
             raise RunStoppedError("run was stopped while it waited for slots (nothing was "
                                   "launched)", returncode=None, rank=None, tail="",
                                   result=result) from None

@@ -33,7 +33,7 @@ from course_lib.training import slot_files
 from course_lib.training.hardware import cores_per_worker, cpu_core_ids, span
 
 __all__ = ["PLACEMENT_ENV", "GRANT_ENV", "WORKER_INDEX_ENV", "PlacementError", "Share", "Placement",
-           "cut_shares", "rank_index", "parse_cores", "WorkerShare", "worker_share", "set_affinity"]
+           "cut_shares", "rank_index", "parse_cores", "WorkerShare", "worker_share", "set_affinity", "describe"]
 
 #: The run's shares (JSON), set by the launcher, read by the rank wrapper (never by a script).
 PLACEMENT_ENV = "COURSE_PLACEMENT"
