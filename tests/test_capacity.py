@@ -227,3 +227,26 @@ def test_runs_on_other_machines_hold_no_slot(tmp_path, monkeypatch):
     fake_machine(tmp_path, monkeypatch, 0, (0, 1))
     assert placing.plan_placement(4, hosts="node1:2,node2:2") is None
     assert placing.plan_placement(2, hosts="localhost:1,127.0.0.1:1") is not None
+
+
+def test_a_rank_without_a_grant_claims_a_free_gpu_by_its_nvidia_smi_index(tmp_path, monkeypatch):
+    """Two ranks of one machine that a plain horovodrun started (no grant), both local rank 0 (two
+    "hosts"), seeing GPUs 2 and 3: each claims a GPU of its own, named as nvidia-smi numbers it."""
+    monkeypatch.setenv("COURSE_SLOTS_DIR", str(tmp_path / "slots"))
+    env = {"HOROVOD_RANK": "0", "CUDA_VISIBLE_DEVICES": "2,3"}
+    before = len(placement._claims)
+    try:
+        first = placement.worker_share(0, 1, gpus=2, env=env)
+        second = placement.worker_share(0, 1, gpus=2, env=env)  # the other "host": same local rank
+        third = placement.worker_share(0, 1, gpus=2, env=env)   # nothing left: the classic idiom
+        assert (first.source, first.gpu_index) == ("claimed", 0)
+        assert (second.source, second.gpu_index) == ("claimed", 1)
+        assert third.source.startswith("local rank") and third.gpu_index == 0
+        assert sorted(p.name for p in (tmp_path / "slots").glob("gpu-*.lock")) == ["gpu-02.lock", "gpu-03.lock"]
+        outside = placement.worker_share(0, 1, gpus=2, env={"CUDA_VISIBLE_DEVICES": "2,3"})
+        assert outside.source.startswith("local rank")  # not under a launcher (a kernel): no claim
+    finally:
+        import os
+
+        while len(placement._claims) > before:
+            os.close(placement._claims.pop())

@@ -204,10 +204,12 @@ def worker_share(local_rank: int, local_size: int, *, gpus: int = 0, threads: in
         return WorkerShare(cpus, 0, threads or len(cpus) or 1, "grant")
     under_launcher = any(var in env for var in _RANK_VARS)
     if gpus:
-        claimed = _claim("gpu", tuple(range(gpus)), 1) if under_launcher else ()
+        physical = _physical_gpus(env, gpus)  # slot files name GPUs as nvidia-smi numbers them
+        claimed = _claim("gpu", physical, 1) if under_launcher else ()
         if claimed:
-            return WorkerShare((), claimed[0], threads or 1, "claimed")
-        return WorkerShare((), local_rank % gpus, threads or 1, "local rank (no free GPU slot)")
+            return WorkerShare((), physical.index(claimed[0]), threads or 1, "claimed")
+        why = "no free GPU slot" if under_launcher else "one process, not started by a launcher"
+        return WorkerShare((), local_rank % gpus, threads or 1, f"local rank ({why})")
     wanted = threads or cores_per_worker(local_size)
     if not pin or not under_launcher or not hasattr(os, "sched_setaffinity"):
         why = "--no-pin-cores" if not pin else "one process, not started by a launcher"
@@ -217,6 +219,14 @@ def worker_share(local_rank: int, local_size: int, *, gpus: int = 0, threads: in
         return WorkerShare((), 0, wanted, "not pinned (every core is held by other runs)")
     set_affinity(claimed)
     return WorkerShare(claimed, 0, threads or len(claimed), "claimed")
+
+
+def _physical_gpus(env: Mapping[str, str], visible: int) -> tuple[int, ...]:
+    """The nvidia-smi indices of the ``visible`` GPUs this process sees (``$CUDA_VISIBLE_DEVICES`` order)."""
+    listed = [part.strip() for part in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if part.strip()]
+    if len(listed) >= visible and all(part.isdigit() for part in listed):
+        return tuple(int(part) for part in listed[:visible])
+    return tuple(range(visible))  # unset, or named by UUID: the visible order
 
 
 def _claim(kind: str, resources: Sequence[int], count: int) -> tuple[int, ...]:
