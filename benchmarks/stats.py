@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Sequence
 
 from course_lib.training.events import json_safe
+from course_lib.training.stats import interval_verdict, scaling_efficiency
 
 __all__ = [
     "BenchOptionError",
@@ -155,7 +156,7 @@ def paired_ratios(numerator: Sequence[float], denominator: Sequence[float]) -> l
 
 
 def efficiency(throughput_n: float, throughput_1: float, n: int) -> float:
-    """Scaling efficiency ``throughput_n / (n * throughput_1)``.
+    """Scaling efficiency ``throughput_n / (n * throughput_1)`` (:func:`course_lib.training.stats.scaling_efficiency`).
 
     Args:
         throughput_n: Throughput with ``n`` workers (all workers together).
@@ -168,11 +169,7 @@ def efficiency(throughput_n: float, throughput_1: float, n: int) -> float:
     Raises:
         ValueError: ``n < 1``.
     """
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
-    if not math.isfinite(throughput_1) or throughput_1 == 0 or not math.isfinite(throughput_n):
-        return math.nan
-    return throughput_n / (n * throughput_1)
+    return scaling_efficiency(throughput_n, throughput_1, n)[0]
 
 
 def overhead_pct(time_with: float, time_without: float) -> float:
@@ -225,6 +222,8 @@ def goal_verdict(value: float, spread: tuple[float, float] | None, op: str, targ
     ``[-margin, +margin]`` (an overhead whose rounds read -50 % .. +98 % resolves nothing).
     ``NOT met`` needs the median on the wrong side and the spread not reaching the target
     (for ``">="`` max < target, for ``"<="`` min > target). Anything else: ``not resolved``.
+    Each side is the course's one decision rule, :func:`course_lib.training.stats.interval_verdict`,
+    with the spread as the interval (turned round for ``"<="``).
 
     Args:
         value: The headline figure (median or ratio of medians), in the goal's unit.
@@ -246,17 +245,23 @@ def goal_verdict(value: float, spread: tuple[float, float] | None, op: str, targ
     if not math.isfinite(value):
         return ""
     eps = 1e-9 * max(1.0, abs(target))  # 100 * (10.1 / 10 - 1) is 1.0000000000000009
-    good = value >= target - eps if op == ">=" else value <= target + eps
+    sign = 1.0 if op == ">=" else -1.0
+
+    def side(low: float, high: float, level: float) -> bool | None:
+        """The interval against ``level`` in the goal's direction (True: on the goal's side)."""
+        ends = (low, high) if sign > 0 else (-high, -low)
+        return interval_verdict(*ends, sign * level - eps, inclusive=True)
+
+    good = side(value, value, target) is True
     if spread is None:
         return MET if good else NOT_MET
     lo, hi = spread
-    if op == ">=":
-        resolved_good = lo >= (target if floor is None else floor) - eps
-        resolved_bad = hi < target - eps
-    else:
-        resolved_good, resolved_bad = hi <= target + eps, lo > target + eps
-    if margin is not None and (lo < -margin - eps or hi > margin + eps):
-        resolved_good = False
+    resolved_good = side(lo, hi, target if floor is None or op != ">=" else floor) is True
+    resolved_bad = side(lo, hi, target) is False
+    if margin is not None:  # the spread within [-margin, +margin]: at least -margin, at most +margin
+        inside = (interval_verdict(lo, hi, -margin - eps, inclusive=True) is True
+                  and interval_verdict(-hi, -lo, -margin - eps, inclusive=True) is True)
+        resolved_good = resolved_good and inside
     if good and resolved_good:
         return MET
     if not good and resolved_bad:

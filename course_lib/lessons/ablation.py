@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from course_lib.training.stats import mean_ci95
+from course_lib.training.stats import CANNOT_TELL, ci_verdict, mean_ci95
 
 __all__ = ["Config", "changes", "emulation", "updates_to_target", "target_from_baseline",
            "plateau_reductions", "pick_on_validation", "paired_difference", "decide", "seed_table",
@@ -193,12 +193,8 @@ def paired_difference(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, A
 
 def decide(mean: float, half: float, threshold: float = 0.0) -> str:
     """``"above"`` when the CI ``mean ± half`` lies above ``threshold``, ``"below"`` when below,
-    ``"cannot tell"`` when it contains it."""
-    if mean - half > threshold:
-        return "above"
-    if mean + half < threshold:
-        return "below"
-    return "cannot tell"
+    ``"cannot tell"`` when it contains it (:func:`course_lib.training.stats.ci_verdict` in words)."""
+    return {True: "above", False: "below", None: CANNOT_TELL}[ci_verdict(mean, half, threshold)]
 
 
 def seed_table(configs: Sequence[Config], runs: Mapping[str, Sequence[Mapping[str, Any]]],
@@ -247,13 +243,13 @@ def ladder_table(configs: Sequence[Config], runs: Mapping[str, Sequence[Mapping[
     """
     import pandas as pd
 
-    words = {"above": "better", "below": "worse", "cannot tell": "cannot tell"}
+    words = {True: "better", False: "worse", None: CANNOT_TELL}
     rows = []
     for config in configs:
         if config.parent is not None:
             mean, half = paired_difference(runs[config.name], runs[config.parent])
             rows.append({"config": config.name, "parent": config.parent, "delta": mean,
-                         "ci95": half, "verdict": words[decide(mean, half)]})
+                         "ci95": half, "verdict": words[ci_verdict(mean, half, 0.0)]})
     return pd.DataFrame(rows).set_index("config")
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from course_lib.lessons.coding_checks import check_horovod_run, check_replica_step, steps_shown
+from course_lib.training.stats import scaling_efficiency
 
 __all__ = ["Exercise", "EXERCISES", "check", "answer_digest", "check_horovod_run", "check_replica_step",
            "steps_shown"]
@@ -135,13 +136,7 @@ def _ring_mb(gradient_mb: float, workers: int) -> float:
 
 
 def _efficiency(single_rate: float, devices: int, multi_rate: float) -> float:
-    from course_lib.lessons.scaling import scaling_table
-
-    # Weak scaling: the same per-device batch on every run (its size does not enter the efficiency).
-    runs = [{"devices": 1, "per_device_batch": 1, "images_per_sec": single_rate},
-            {"devices": devices, "per_device_batch": 1, "images_per_sec": multi_rate}]
-    table = scaling_table(runs, mode="weak")
-    return float(table.loc[table["devices"] == devices, "efficiency"].iloc[0])
+    return scaling_efficiency(multi_rate, single_rate, devices)[0]
 
 
 def _honest_rate(steps: int, global_batch: int, seconds: float, train_size: int) -> float:

@@ -6,7 +6,10 @@ is marked ``warmup`` and left out. Each remaining epoch is one sample. Tables sh
 and the interquartile range. Two variants are told apart only when *every* sample of one is
 below every sample of the other (the ranges do not overlap): with 4 samples each, two runs of
 the same thing do that by chance with probability 2 / C(8, 4) ≈ 3 % (an exact rank test).
-Otherwise the verdict is "cannot tell": the difference is inside this machine's noise.
+Otherwise the verdict is "cannot tell": the difference is inside this machine's noise. The rule is
+the course's one decision rule (:func:`course_lib.training.stats.interval_verdict`) applied to the
+range of the differences variant − baseline, ``[min(variant) − max(baseline), max(variant) − min(baseline)]``,
+against 0: a range that does not contain 0 is two sets that do not overlap.
 
 Introduced in notebooks/05_communication.ipynb.
 """
@@ -16,6 +19,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
+
+from course_lib.training.stats import CANNOT_TELL, interval_verdict
 
 if TYPE_CHECKING:
     import pandas
@@ -61,14 +66,9 @@ def compare(baseline: Sequence[float], variant: Sequence[float]) -> dict[str, An
         ``"cannot tell"``; and ``inside_noise`` (the verdict is "cannot tell").
     """
     a, b = summarise(baseline), summarise(variant)
-    if min(variant) > max(baseline):
-        verdict = "slower"
-    elif max(variant) < min(baseline):
-        verdict = "faster"
-    else:
-        verdict = "cannot tell"
-    return {"ratio": b["median"] / a["median"], "verdict": verdict,
-            "inside_noise": verdict == "cannot tell"}
+    slower = interval_verdict(min(variant) - max(baseline), max(variant) - min(baseline), 0.0)
+    verdict = {True: "slower", False: "faster", None: CANNOT_TELL}[slower]
+    return {"ratio": b["median"] / a["median"], "verdict": verdict, "inside_noise": slower is None}
 
 
 def knob_table(samples: Mapping[str, Sequence[float]], baseline: str) -> "pandas.DataFrame":

@@ -4,7 +4,7 @@ A throughput or an efficiency changes from run to run; what the learner is taugh
 course therefore prints a measured number with its unit or with the measured sign ``≈``
 (notebooks/sanitize.cfg masks both), and next to it a deterministic verdict: the measured interval
 against a threshold, which can come out ``True``, ``False`` or ``cannot tell`` (the interval
-contains the threshold). The decision itself is :func:`course_lib.lessons.ablation.decide`.
+contains the threshold). The decision itself is :func:`course_lib.training.stats.ci_verdict`.
 
 Introduced in notebooks/01_data_parallelism.ipynb.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable
 
-from course_lib.lessons.ablation import decide
+from course_lib.training.stats import CANNOT_TELL, ci_verdict
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
@@ -74,8 +74,5 @@ def at_least(value: float, half_width: float, threshold: float) -> str:
     Raises:
         ValueError: A negative ``half_width``.
     """
-    if half_width < 0:
-        raise ValueError(f"half_width must be >= 0, got {half_width!r}")
-    if value - half_width == threshold:
-        return "True"
-    return {"above": "True", "below": "False", "cannot tell": "cannot tell"}[decide(value, half_width, threshold)]
+    verdict = ci_verdict(value, half_width, threshold, inclusive=True)
+    return CANNOT_TELL if verdict is None else str(verdict)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from course_lib.training.files import atomic_write_json
+from course_lib.training.stats import scaling_efficiency
 
 if TYPE_CHECKING:  # pragma: no cover
     import matplotlib.figure
@@ -194,13 +195,15 @@ def scaling_table(records: Iterable[Any], *, mode: str | None = None) -> "pandas
                .reset_index())
     grouped.loc[grouped["runs"] > 1, "ci95"] = math.nan
     baseline = float(grouped.loc[grouped["devices"] == 1, "images_per_sec"].iloc[0])
+    base_ci = float(grouped.loc[grouped["devices"] == 1, "ci95"].iloc[0])
+    itself = 0.0 if not math.isnan(base_ci) else math.nan  # the baseline against itself: no uncertainty
+    pairs = [scaling_efficiency(float(rate), baseline, int(n), ci95_n=float(ci) if n > 1 else itself,
+                                ci95_1=base_ci if n > 1 else itself)
+             for n, rate, ci in zip(grouped["devices"], grouped["images_per_sec"], grouped["ci95"])]
     grouped["speedup"] = grouped["images_per_sec"] / baseline
-    grouped["efficiency"] = grouped["speedup"] / grouped["devices"]
+    grouped["efficiency"] = [eff for eff, _ in pairs]
     grouped["mode"] = chosen
-    base_rel = float(grouped.loc[grouped["devices"] == 1, "ci95"].iloc[0]) / baseline
-    relative = grouped["ci95"] / grouped["images_per_sec"]
-    grouped["efficiency_ci95"] = grouped["efficiency"] * (relative ** 2 + base_rel ** 2) ** 0.5
-    grouped.loc[grouped["devices"] == 1, "efficiency_ci95"] = 0.0 if base_rel == base_rel else math.nan
+    grouped["efficiency_ci95"] = [half for _, half in pairs]
     grouped["images_per_sec_ci95"] = grouped["ci95"]
     return grouped[["devices", "per_device_batch", "global_batch", "images_per_sec", "speedup",
                     "efficiency", "mode", "runs", "efficiency_ci95", "images_per_sec_ci95"]]

@@ -23,10 +23,13 @@ Introduced in notebooks/03_horovod.ipynb.
 from __future__ import annotations
 
 import html
+import math
 import sys
 import threading
 from pathlib import Path
 from typing import Any, Sequence
+
+from course_lib.training.stats import ci_verdict
 
 __all__ = ["ControlPanel", "default_script", "warmup_only", "superlinear_notes"]
 
@@ -66,7 +69,8 @@ def superlinear_notes(table: Any) -> list[str]:
         if n < 2 or not eff > 1.0:
             continue
         ci = float(row.get("efficiency_ci95", float("nan")))
-        if ci == ci and eff - ci <= 1.0:
+        # Without an interval the value alone is judged (half-width 0).
+        if ci_verdict(eff, 0.0 if math.isnan(ci) else ci, 1.0) is None:
             notes.append(f"{n} workers: efficiency {eff:.0%} is above 100 % but within its 95 % "
                          f"interval (±{ci:.0%}): cannot tell it from linear.")
             continue

@@ -1,4 +1,14 @@
-"""Small statistics shared by the course's measurements: Student's t and a mean's 95 % interval.
+"""Small statistics shared by the course's measurements: Student's t, a mean's 95 % interval, the
+verdict of an interval against a threshold, and a scaling efficiency with its interval.
+
+One decision rule serves every verdict of the course (notebooks, ablation ladder, knob tables,
+benchmarks): :func:`interval_verdict` puts an interval ``[low, high]`` against a threshold and answers
+``True`` (the whole interval lies above it), ``False`` (the whole interval lies below it) or ``None``,
+"cannot tell" (the interval contains it). The interval is a measured value ± the half-width of its
+95 % interval (:func:`ci_verdict`), the min–max spread of repeats (``benchmarks/stats.goal_verdict``),
+or the range of the differences between two sets of samples (``lessons.knobs.compare``: every sample
+of one below every sample of the other). Callers choose only the words: ``True``/``False``,
+``above``/``below``, ``better``/``worse``, ``faster``/``slower``, ``met``/``NOT met``.
 
 Introduced in notebooks/02_mirrored_strategy.ipynb.
 """
@@ -7,7 +17,10 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["t_critical_95", "mean_ci95"]
+__all__ = ["t_critical_95", "mean_ci95", "CANNOT_TELL", "interval_verdict", "ci_verdict", "scaling_efficiency"]
+
+#: The word of a verdict whose interval contains the threshold.
+CANNOT_TELL = "cannot tell"
 
 # Two-sided 95 % critical values of Student's t, df = 1..30.
 _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
@@ -57,3 +70,83 @@ def mean_ci95(values: list[float]) -> tuple[float, float]:
         return mean, math.nan
     var = math.fsum((v - mean) ** 2 for v in values) / (k - 1)
     return mean, t_critical_95(k - 1) * math.sqrt(var / k)
+
+
+def interval_verdict(low: float, high: float, threshold: float, *, inclusive: bool = False) -> bool | None:
+    """Whether the interval ``[low, high]`` lies above ``threshold``: the course's one decision rule.
+
+    Args:
+        low: Lower end of the interval (a value minus its half-width, the smallest repeat, ...).
+        high: Upper end.
+        threshold: The level the verdict asks about.
+        inclusive: A lower end exactly at the threshold counts as above ("at least"); by default it
+            is "cannot tell" ("above").
+
+    Returns:
+        ``True`` when the whole interval lies above the threshold, ``False`` when it lies wholly
+        below, ``None`` (cannot tell) when it contains the threshold or an end is NaN.
+
+    Raises:
+        ValueError: ``low > high``.
+    """
+    if math.isnan(low) or math.isnan(high):
+        return None
+    if low > high:
+        raise ValueError(f"an interval needs low <= high, got [{low!r}, {high!r}]")
+    if low > threshold or (inclusive and low == threshold):
+        return True
+    if high < threshold:
+        return False
+    return None
+
+
+def ci_verdict(value: float, half_width: float, threshold: float, *, inclusive: bool = False) -> bool | None:
+    """:func:`interval_verdict` of ``value ± half_width`` (a mean or a median and its 95 % half-width).
+
+    Args:
+        value: The measured value.
+        half_width: Half the width of its 95 % interval (0 for an exact value; NaN: cannot tell).
+        threshold: The level the verdict asks about.
+        inclusive: As in :func:`interval_verdict`.
+
+    Raises:
+        ValueError: A negative ``half_width``.
+    """
+    if half_width < 0:
+        raise ValueError(f"half_width must be >= 0, got {half_width!r}")
+    if math.isnan(half_width) or math.isnan(value):
+        return None
+    return interval_verdict(value - half_width, value + half_width, threshold, inclusive=inclusive)
+
+
+def scaling_efficiency(rate_n: float, rate_1: float, n: int, *, ci95_n: float = math.nan,
+                       ci95_1: float = math.nan) -> tuple[float, float]:
+    """Scaling efficiency ``E = T_N / (N × T_1)`` and the half-width of its 95 % interval.
+
+    The half-width propagates the two throughputs' own intervals (relative errors added in
+    quadrature, the runs taken as independent): ``E × sqrt((ci_N / T_N)² + (ci_1 / T_1)²)``. A run
+    compared with itself (the baseline row of a table) has ``E = 1`` and no uncertainty: pass
+    ``ci95_n=0, ci95_1=0``.
+
+    Args:
+        rate_n: Throughput with ``n`` devices (all devices together), images/s.
+        rate_1: Throughput of one device (the baseline), images/s.
+        n: Devices of the measured run, >= 1.
+        ci95_n: Half-width of ``rate_n``'s 95 % interval (NaN: not known).
+        ci95_1: Half-width of ``rate_1``'s 95 % interval (NaN: not known).
+
+    Returns:
+        ``(efficiency, half_width)``; the efficiency is NaN when a throughput is NaN or the baseline
+        is 0, the half-width NaN when an interval is not known.
+
+    Raises:
+        ValueError: ``n < 1``.
+    """
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    if not math.isfinite(rate_1) or rate_1 == 0 or not math.isfinite(rate_n):
+        return math.nan, math.nan
+    eff = rate_n / rate_1 / n
+    if rate_n == 0:
+        return eff, math.nan
+    return eff, eff * ((ci95_n / rate_n) ** 2 + (ci95_1 / rate_1) ** 2) ** 0.5

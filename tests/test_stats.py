@@ -1,0 +1,106 @@
+"""course_lib.training.stats: the one decision rule of every verdict, and efficiency with its interval.
+
+Each verdict of the course (``measured.at_least``, ``ablation.decide`` and ``ladder_table``,
+``knobs.compare``, ``widgets.superlinear_notes``, ``benchmarks/stats.goal_verdict``) calls
+``interval_verdict``; the last test reads their source and fails when one of them decides by itself again.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from pathlib import Path
+
+import pytest
+
+from course_lib.training import stats
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("low, high, threshold, inclusive, expected", [
+    (1.0, 2.0, 0.5, False, True),
+    (1.0, 2.0, 2.5, False, False),
+    (1.0, 2.0, 1.5, False, None),
+    (1.0, 2.0, 1.0, False, None),    # an end at the threshold: "above" cannot tell ...
+    (1.0, 2.0, 1.0, True, True),     # ... "at least" can
+    (1.0, 2.0, 2.0, True, None),
+    (math.nan, 2.0, 5.0, False, None),
+])
+def test_interval_verdict(low, high, threshold, inclusive, expected):
+    assert stats.interval_verdict(low, high, threshold, inclusive=inclusive) is expected
+
+
+def test_interval_verdict_rejects_a_reversed_interval():
+    with pytest.raises(ValueError, match="low <= high"):
+        stats.interval_verdict(2.0, 1.0, 0.0)
+
+
+@pytest.mark.parametrize("value, half, threshold, expected", [
+    (0.7, 0.1, 0.5, True), (0.3, 0.1, 0.5, False), (0.55, 0.1, 0.5, None), (0.7, math.nan, 0.5, None),
+    (0.5, 0.0, 0.5, None),
+])
+def test_ci_verdict(value, half, threshold, expected):
+    assert stats.ci_verdict(value, half, threshold) is expected
+
+
+def test_ci_verdict_rejects_a_negative_half_width():
+    with pytest.raises(ValueError, match="half_width"):
+        stats.ci_verdict(1.0, -0.1, 0.5)
+
+
+def test_scaling_efficiency_and_its_interval():
+    eff, half = stats.scaling_efficiency(1500.0, 1000.0, 2, ci95_n=30.0, ci95_1=40.0)
+    assert eff == pytest.approx(0.75)
+    assert half == pytest.approx(0.75 * math.sqrt(0.02 ** 2 + 0.04 ** 2))
+    assert stats.scaling_efficiency(1000.0, 1000.0, 1, ci95_n=0.0, ci95_1=0.0) == (1.0, 0.0)
+    assert math.isnan(stats.scaling_efficiency(1500.0, 1000.0, 2)[1])  # no interval given: none known
+    assert all(math.isnan(x) for x in stats.scaling_efficiency(1.0, 0.0, 2))
+    with pytest.raises(ValueError, match="n must be"):
+        stats.scaling_efficiency(1.0, 1.0, 0)
+
+
+#: (file, function) of every verdict; each must call the owner and compare no interval end itself.
+VERDICTS = [("course_lib/lessons/measured.py", "at_least"), ("course_lib/lessons/ablation.py", "decide"),
+            ("course_lib/lessons/ablation.py", "ladder_table"), ("course_lib/lessons/knobs.py", "compare"),
+            ("course_lib/lessons/widgets.py", "superlinear_notes"), ("benchmarks/stats.py", "goal_verdict")]
+OWNERS = {"interval_verdict", "ci_verdict"}
+
+
+def _function(path: Path, name: str) -> ast.FunctionDef:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return next(node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == name)
+
+
+def owner_problems(root: Path) -> list[str]:
+    """Every verdict function that does not call the owner, or compares a value with ``<``/``>`` itself."""
+    problems = []
+    for file, name in VERDICTS:
+        func = _function(root / file, name)
+        calls = {node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+                 for node in ast.walk(func) if isinstance(node, ast.Call)}
+        if not calls & OWNERS:
+            problems.append(f"{file}:{name} does not call {sorted(OWNERS)}")
+        orders = [node.lineno for node in ast.walk(func) if isinstance(node, ast.Compare)
+                  and any(isinstance(op, (ast.Lt, ast.Gt, ast.LtE, ast.GtE)) for op in node.ops)]
+        allowed = {"superlinear_notes": 2}  # `n < 2 or not eff > 1.0`: which rows to judge, not the verdict
+        if len(orders) > allowed.get(name, 0):
+            problems.append(f"{file}:{name} orders values itself at lines {orders}")
+    return problems
+
+
+def test_every_verdict_calls_the_one_rule():
+    assert owner_problems(ROOT) == []
+
+
+def test_a_verdict_deciding_by_itself_fails(tmp_path):
+    for file, _ in VERDICTS:
+        (tmp_path / file).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / file).write_text((ROOT / file).read_text(encoding="utf-8"), encoding="utf-8")
+    knobs = tmp_path / "course_lib/lessons/knobs.py"
+    text = knobs.read_text(encoding="utf-8")
+    planted = text.replace("slower = interval_verdict(min(variant) - max(baseline), max(variant) - min(baseline), 0.0)",
+                           "slower = True if min(variant) > max(baseline) else None")
+    assert planted != text
+    knobs.write_text(planted, encoding="utf-8")
+    assert any("knobs.py:compare" in p for p in owner_problems(tmp_path))
