@@ -249,7 +249,7 @@ def goal_verdict(value: float, spread: tuple[float, float] | None, op: str, targ
 
     def side(low: float, high: float, level: float) -> bool | None:
         """The interval against ``level`` in the goal's direction (True: on the goal's side)."""
-        ends = (low, high) if sign > 0 else (-high, -low)
+        ends = (low, high) if op == ">=" else (-high, -low)
         return interval_verdict(*ends, sign * level - eps, inclusive=True)
 
     good = side(value, value, target) is True

@@ -140,8 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     fmnist = data.load_arrays(train_subset=args.train_subset, test_subset=args.test_subset,
                               data_dir=args.data_dir)
     n_train = len(fmnist.y_train)
-    arith = epochs.epoch_arithmetic(n_train, args.batch_size, workers, k)
-    steps = arith["steps_per_epoch"]
+    plan = epochs.EpochPlan(n_train, args.batch_size, workers, k)
+    steps = plan.steps_per_epoch
     growth = workers * k  # the global batch is this many times one worker's batch
     lr = args.lr * growth if args.scale_lr else args.lr  # Horovod (3/5): scale the LR (optional)
     # Horovod: every worker starts at rank 0's epoch (only rank 0 read the checkpoint).
@@ -149,9 +149,8 @@ def main(argv: list[str] | None = None) -> int:
         args.resume_from["epoch"] if args.resume_from else 0, root_rank=0))
     if rank == 0:  # Horovod: rank 0 alone prints
         report.report_config(
-            script="horovod_fmnist.py", strategy="horovod", arith=arith, train_size=n_train,
-            per_worker_batch=args.batch_size, workers=workers, epochs=args.epochs,
-            first_epoch=start_epoch + 1, lr=lr, backward_passes_per_step=k, json_lines=args.json,
+            plan=plan, script="horovod_fmnist.py", strategy="horovod", epochs=args.epochs,
+            first_epoch=start_epoch + 1, lr=lr, json_lines=args.json,
             base_lr=args.lr, scale_lr=args.scale_lr, optimizer=args.optimizer,
             warmup_epochs=args.warmup_epochs, plateau=args.plateau, seed=args.seed,
             eval_every_epoch=args.eval_every_epoch, deterministic=args.deterministic,
@@ -185,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         hvd_tf.broadcast_variables(model.variables + optimizer.variables(), root_rank=0)
 
     test = pipeline.make_dataset(fmnist.x_test, fmnist.y_test, batch_size=256, training=False)
-    meter = callbacks.Throughput(arith["step_batch"], samples_per_epoch=arith["samples_per_epoch"],
+    meter = callbacks.Throughput(plan.step_batch, samples_per_epoch=plan.samples_per_epoch,
                                  warmup_epochs=args.throughput_warmup_epochs, workers=workers,
                                  rank=rank, json_lines=args.json,
                                  # the cores this worker should keep busy: judges a disturbed epoch
@@ -215,10 +214,8 @@ def main(argv: list[str] | None = None) -> int:
 
     digest = models.weights_digest(model)
     if rank == 0:  # Horovod: evaluate and report on rank 0 only
-        report.report_result(model=model, test_data=test, meter=meter, strategy="horovod",
-                             workers=workers, per_worker_batch=args.batch_size,
-                             global_batch=arith["global_batch"], epochs=args.epochs,
-                             epochs_run=args.epochs - start_epoch, steps_per_epoch=steps,
+        report.report_result(scores=model.evaluate(test, verbose=0), plan=plan, meter=meter,
+                             strategy="horovod", epochs=args.epochs, epochs_run=args.epochs - start_epoch,
                              started=started, json_lines=args.json)
     print(f"rank {rank} weights digest {digest}", flush=True)
     emit("digest", args.json, rank=rank, digest=digest)

@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import horovod.tensorflow.keras as hvd
 
-    from course_lib.training import data, devices, epochs, models, optimizers, pipeline, seeding
+    from course_lib.training import data, devices, epochs, models, optimizers, pipeline, report, seeding
 
     hvd.init()  # Horovod: join the current group (elastic: rendezvous with the driver)
     # Horovod: one core (or one GPU) per worker, set before TensorFlow initialises its devices.
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
             if hvd.rank() != 0:
                 return
             seconds = time.perf_counter() - self.t0
-            samples = pipeline.samples_per_epoch(n_train, hvd.size())
+            samples = epochs.EpochPlan(n_train, args.batch_size, hvd.size()).samples_per_epoch
             logs = {k: float(v) for k, v in (logs or {}).items()}
             number = self.first_epoch + epoch + 1
             print(f"epoch {number}/{args.epochs}: {hvd.size()} worker(s), loss "
@@ -153,8 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         workers, rank = hvd.size(), hvd.rank()
         sizes.append(workers)
         first = state.epoch
-        arith = epochs.epoch_arithmetic(n_train, args.batch_size, workers)
-        steps = arith["steps_per_epoch"]
+        steps = epochs.EpochPlan(n_train, args.batch_size, workers).steps_per_epoch
         if rank == 0:
             print(f"training epochs {first + 1}..{args.epochs} on {workers} worker(s), lr "
                   f"{args.lr * workers:g}", flush=True)
@@ -174,25 +173,24 @@ def main(argv: list[str] | None = None) -> int:
         model.fit(train_data, steps_per_epoch=steps, epochs=args.epochs - first,
                   callbacks=callbacks, verbose=0)
 
-    if hvd.rank() == 0:
-        emit("config", args.json, script="horovod_fmnist_elastic.py", strategy="horovod-elastic",
-             workers=hvd.size(), per_worker_batch=args.batch_size, train_size=n_train,
-             epochs=args.epochs, first_epoch=1, base_lr=args.lr, lr=args.lr * hvd.size(),
-             scale_lr=True, optimizer="adam", seed=args.seed)
+    if hvd.rank() == 0:  # the epoch at the starting size (a reset re-plans it for the new size)
+        report.report_config(plan=epochs.EpochPlan(n_train, args.batch_size, hvd.size()),
+                             script="horovod_fmnist_elastic.py", strategy="horovod-elastic", epochs=args.epochs,
+                             first_epoch=1, lr=args.lr * hvd.size(), json_lines=args.json, base_lr=args.lr,
+                             scale_lr=True, optimizer="adam", seed=args.seed)
     announce("start")
     train(state)
 
     digest = models.weights_digest(model)
     if hvd.rank() == 0:  # Horovod: evaluate and report on rank 0 only
         test = pipeline.make_dataset(fmnist.x_test, fmnist.y_test, batch_size=256, training=False)
-        test_loss, test_acc = model.evaluate(test, verbose=0)
-        wall = time.perf_counter() - started
-        print(f"finished epoch {state.epoch}/{args.epochs} on {hvd.size()} worker(s); test "
-              f"accuracy {test_acc:.4f}; wall time {wall:.1f} s", flush=True)
-        emit("result", args.json, strategy="horovod-elastic", workers=hvd.size(),
-             per_worker_batch=args.batch_size, epochs=args.epochs, epochs_done=state.epoch,
-             sizes=sizes, test_loss=float(test_loss), test_accuracy=float(test_acc),
-             wall_time_s=wall)
+        report.report_result(
+            scores=model.evaluate(test, verbose=0), plan=epochs.EpochPlan(n_train, args.batch_size, hvd.size()),
+            strategy="horovod-elastic", epochs=args.epochs, epochs_run=state.epoch, started=started,
+            json_lines=args.json, headline=f"finished epoch {state.epoch}/{args.epochs} on {hvd.size()} worker(s); "
+            "test accuracy {acc:.4f}; wall time {wall:.1f} s",
+            # the group's size changed during the run: its steps per epoch did too
+            total_steps=None, epochs_done=state.epoch, sizes=sizes)
     emit("digest", args.json, rank=hvd.rank(), digest=digest)
     # Horovod: a survivor can leave train() early without an exception on some TF errors
     # (horovod/tensorflow/elastic.py swallows an UnknownError that names no Horovod op), so

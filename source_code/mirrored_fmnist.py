@@ -80,13 +80,12 @@ def main(argv: list[str] | None = None) -> int:
     train, global_batch, steps = pipeline.distribute_for_strategy(
         strategy, fmnist.x_train, fmnist.y_train, batch_size_per_replica=args.batch_size,
         training=True, seed=args.seed, epochs=args.epochs, recorder=consumed)
-    # One process feeds all replicas: the epoch arithmetic of one reader whose batch is global.
-    arith = epochs.epoch_arithmetic(n_train, global_batch, 1)
+    # One process feeds all replicas: the epoch of one reader that splits each step batch.
+    plan = epochs.EpochPlan(n_train, args.batch_size, replicas, one_reader=True)
     lr = args.lr * replicas if args.scale_lr else args.lr  # Strategy: optional LR scaling
     report.report_config(
-        script="mirrored_fmnist.py", strategy="mirrored", arith=arith, train_size=n_train,
-        per_worker_batch=args.batch_size, workers=replicas, epochs=args.epochs, first_epoch=1,
-        lr=lr, json_lines=args.json, unit="replica", base_lr=args.lr, scale_lr=args.scale_lr,
+        plan=plan, script="mirrored_fmnist.py", strategy="mirrored", epochs=args.epochs, first_epoch=1,
+        lr=lr, json_lines=args.json, base_lr=args.lr, scale_lr=args.scale_lr,
         optimizer=args.optimizer, seed=args.seed, deterministic=args.deterministic)
 
     with strategy.scope():  # Strategy: variables created here are mirrored on every replica
@@ -94,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         optimizer = optimizers.get_optimizer(args.optimizer, lr)
         models.compile_model(model, optimizer)
 
-    meter = Throughput(global_batch, samples_per_epoch=arith["samples_per_epoch"],
+    meter = Throughput(plan.step_batch, samples_per_epoch=plan.samples_per_epoch,
                        warmup_epochs=args.throughput_warmup_epochs, workers=replicas,
                        json_lines=args.json)
     # One reader (rank 0) feeds all replicas: it reports the ids of the global batches.
@@ -107,10 +106,8 @@ def main(argv: list[str] | None = None) -> int:
 
     test = pipeline.make_dataset(fmnist.x_test, fmnist.y_test, batch_size=global_batch,
                                  training=False)
-    report.report_result(model=model, test_data=test, meter=meter, strategy="mirrored",
-                         workers=replicas, per_worker_batch=args.batch_size,
-                         global_batch=global_batch, epochs=args.epochs, epochs_run=args.epochs,
-                         steps_per_epoch=steps, started=started, json_lines=args.json)
+    report.report_result(scores=model.evaluate(test, verbose=0), plan=plan, meter=meter, strategy="mirrored",
+                         epochs=args.epochs, epochs_run=args.epochs, started=started, json_lines=args.json)
     digest = models.weights_digest(model)
     print(f"weights digest {digest}", flush=True)
     emit("digest", args.json, rank=0, digest=digest)

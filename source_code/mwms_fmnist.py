@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-    from course_lib.training import data, devices, epochs, models, optimizers, pipeline, seeding
+    from course_lib.training import data, devices, epochs, models, optimizers, pipeline, report, seeding
     from course_lib.training.callbacks import Throughput
 
     # Strategy: the workers of this run (TF_CONFIG) share the machine; each gets its own cores (the
@@ -121,8 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     fmnist = data.load_arrays(train_subset=args.train_subset, test_subset=args.test_subset,
                               data_dir=args.data_dir)
     n_train = len(fmnist.y_train)
-    arith = epochs.epoch_arithmetic(n_train, args.batch_size, workers)
-    steps, global_batch = arith["steps_per_epoch"], arith["step_batch"]
+    plan = epochs.EpochPlan(n_train, args.batch_size, workers)
+    steps = plan.steps_per_epoch
     lr = args.lr * workers if args.scale_lr else args.lr
     first = backed_up_epochs(args.backup_dir)
     if first >= args.epochs:
@@ -130,16 +130,11 @@ def main(argv: list[str] | None = None) -> int:
               f"--epochs larger than that or a fresh --backup-dir", file=sys.stderr, flush=True)
         return 2
     if chief:
-        print(epochs.describe_epoch(arith, n_train, args.batch_size, workers), flush=True)
-        print(f"MultiWorkerMirroredStrategy: {workers} worker(s), lr {lr:g}, epochs "
-              f"{first + 1}..{args.epochs}", flush=True)
-        emit("config", args.json, script="mwms_fmnist.py", strategy="multiworker",
-             workers=workers, per_worker_batch=args.batch_size, global_batch=global_batch,
-             step_batch=global_batch, train_size=n_train, steps_per_epoch=steps,
-             samples_per_epoch=arith["samples_per_epoch"], updates_per_epoch=steps,
-             epochs=args.epochs, first_epoch=first + 1, lr=lr, base_lr=args.lr,
-             scale_lr=args.scale_lr, optimizer="adam", backward_passes_per_step=1,
-             seed=args.seed, deterministic=False)
+        report.report_config(
+            plan=plan, script="mwms_fmnist.py", strategy="multiworker", epochs=args.epochs,
+            first_epoch=first + 1, lr=lr, json_lines=args.json,
+            headline=f"MultiWorkerMirroredStrategy: {workers} worker(s), lr {lr:g}, epochs {first + 1}..{args.epochs}",
+            base_lr=args.lr, scale_lr=args.scale_lr, optimizer="adam", seed=args.seed, deterministic=False)
 
     def dataset_fn(context: "tf.distribute.InputContext") -> "tf.data.Dataset":
         # Strategy: each worker builds its own shard (positions r, r+W, ...) of each epoch's
@@ -172,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     callbacks += [
         tf.keras.callbacks.LambdaCallback(
             on_epoch_begin=lambda epoch, logs: seeding.reseed_dropout(model, args.seed, epoch)),
-        Throughput(global_batch, samples_per_epoch=arith["samples_per_epoch"],
+        Throughput(plan.step_batch, samples_per_epoch=plan.samples_per_epoch,
                    warmup_epochs=args.throughput_warmup_epochs, workers=workers,
                    rank=args.index, json_lines=args.json),
     ]
@@ -185,20 +180,12 @@ def main(argv: list[str] | None = None) -> int:
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     test = test.batch(256).with_options(options)
     # Strategy: every worker evaluates its part; the metrics are combined across workers.
-    test_loss, test_acc = model.evaluate(test, verbose=0)
+    scores = model.evaluate(test, verbose=0)
     digest = models.weights_digest(model)
     if chief:
-        summary = meter.summary().to_dict()
-        wall = time.perf_counter() - started
-        print(f"Test accuracy {test_acc:.4f}, loss {test_loss:.4f}; wall time {wall:.1f} s",
-              flush=True)
-        emit("result", args.json, strategy="multiworker", workers=workers,
-             per_worker_batch=args.batch_size, global_batch=global_batch,
-             images_per_sec=summary["images_per_sec_mean"], images_per_sec_ci95=summary["ci95"],
-             per_worker_images_per_sec=summary["per_worker_images_per_sec"],
-             epochs=args.epochs, epochs_run=args.epochs - first,
-             total_steps=steps * (args.epochs - first), test_loss=float(test_loss),
-             test_accuracy=float(test_acc), wall_time_s=wall)
+        report.report_result(scores=scores, plan=plan, meter=meter, strategy="multiworker", epochs=args.epochs,
+                             epochs_run=args.epochs - first, started=started, json_lines=args.json,
+                             headline="Test accuracy {acc:.4f}, loss {loss:.4f}; wall time {wall:.1f} s")
     emit("digest", args.json, rank=args.index, digest=digest)
     return 0
 

@@ -127,7 +127,7 @@ def test_rank0_prints_json_lines_others_silent():
 def test_invalid_arguments_raise():
     with pytest.raises(ValueError, match="samples_per_epoch"):
         ThroughputMeter(64, samples_per_epoch=0)
-    with pytest.raises(ValueError, match="global_batch_size"):
+    with pytest.raises(ValueError, match="step_batch"):
         ThroughputMeter(0)
 
 

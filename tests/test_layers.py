@@ -89,29 +89,29 @@ def test_scripts_import_only_the_training_layer() -> None:
 def test_the_graph_sees_the_imports_of_today() -> None:
     """Edges written in the forms the old check dropped are in the graph (a guard against a blind reader)."""
     edges, _ = graph(ROOT, PACKAGE)
-    targets = {e.target for e in edges["course_lib.training.epochs"]}
-    assert "course_lib.training.pipeline" in targets  # from course_lib.training import pipeline
+    targets = {e.target for e in edges["course_lib.training.data"]}
+    assert "course_lib.training.tfds_cache" in targets  # from course_lib.training import tfds_cache
 
 
 # --- The checks bite: a cycle and an upward import of every form, planted in a scratch copy ----------------
 
-# pipeline.py gets one of these lines (epochs.py already imports pipeline), closing pipeline <-> epochs.
+# epochs.py gets one of these lines (pipeline.py already imports epochs), closing pipeline <-> epochs.
 CYCLE_FORMS = {
-    "from package import module": "from course_lib.training import epochs\n",
-    "from module import name": "from course_lib.training.epochs import epoch_arithmetic\n",
-    "import a.b.c": "import course_lib.training.epochs\n",
-    "import a.b.c as x": "import course_lib.training.epochs as planted\n",
-    "relative from . import module": "from . import epochs\n",
-    "relative from .module import name": "from .epochs import epoch_arithmetic\n",
-    "relative from ..package import module": "from ..training import epochs\n",
-    "lazy, inside a function": "def planted():\n    from course_lib.training import epochs\n",
+    "from package import module": "from course_lib.training import pipeline\n",
+    "from module import name": "from course_lib.training.pipeline import make_dataset\n",
+    "import a.b.c": "import course_lib.training.pipeline\n",
+    "import a.b.c as x": "import course_lib.training.pipeline as planted\n",
+    "relative from . import module": "from . import pipeline\n",
+    "relative from .module import name": "from .pipeline import make_dataset\n",
+    "relative from ..package import module": "from ..training import pipeline\n",
+    "lazy, inside a function": "def planted():\n    from course_lib.training import pipeline\n",
     "under TYPE_CHECKING": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                           "    from course_lib.training import epochs\n",
+                           "    from course_lib.training import pipeline\n",
     "importlib.import_module": "import importlib\n\n\ndef planted():\n"
-                               "    return importlib.import_module('course_lib.training.epochs')\n",
+                               "    return importlib.import_module('course_lib.training.pipeline')\n",
     "import_module, relative with package=": "from importlib import import_module\n\n\ndef planted():\n"
-                                             "    return import_module('.epochs', package='course_lib.training')\n",
-    "__import__": "def planted():\n    return __import__('course_lib.training.epochs')\n",
+                                             "    return import_module('.pipeline', package='course_lib.training')\n",
+    "__import__": "def planted():\n    return __import__('course_lib.training.pipeline')\n",
 }
 
 # training/epochs.py gets one of these lines: the training layer reaching up into the runner.
@@ -145,7 +145,7 @@ def test_the_scratch_copy_is_clean(tmp_path: Path) -> None:
 @pytest.mark.parametrize("line", CYCLE_FORMS.values(), ids=CYCLE_FORMS.keys())
 def test_a_planted_cycle_of_each_form_fails(tmp_path: Path, line: str) -> None:
     root = _scratch(tmp_path)
-    _append(root / PACKAGE / "training" / "pipeline.py", line)
+    _append(root / PACKAGE / "training" / "epochs.py", line)
     cycle = import_cycle(root)
     assert cycle is not None, f"a cycle written {line!r} went unseen"
     assert "course_lib.training.pipeline" in cycle and "course_lib.training.epochs" in cycle, cycle
@@ -154,8 +154,8 @@ def test_a_planted_cycle_of_each_form_fails(tmp_path: Path, line: str) -> None:
 def test_a_cycle_through_a_package_init_fails(tmp_path: Path) -> None:
     """``from course_lib.training import name`` where the package re-exports it: the edge is to __init__.py."""
     root = _scratch(tmp_path)
-    _append(root / PACKAGE / "training" / "__init__.py", "from course_lib.training.epochs import epoch_arithmetic\n")
-    _append(root / PACKAGE / "training" / "pipeline.py", "from course_lib.training import epoch_arithmetic\n")
+    _append(root / PACKAGE / "training" / "__init__.py", "from course_lib.training.pipeline import make_dataset\n")
+    _append(root / PACKAGE / "training" / "epochs.py", "from course_lib.training import make_dataset\n")
     cycle = import_cycle(root)
     assert cycle is not None and "course_lib.training" in cycle.split(" -> ")[1], cycle
 

@@ -1,22 +1,165 @@
 """Epoch arithmetic: what one epoch means when W workers share the training set.
 
 One epoch is one pass over the training set by all workers together (never "each worker sees
-everything"). The scripts print :func:`describe_epoch` at start and send :func:`epoch_arithmetic`
-as their ``config`` event, so the learner can check the numbers by hand.
+everything"). :class:`EpochPlan` is the one value that holds it, in one batch vocabulary:
+
+* **per-worker batch** ``b``: images one worker (a Horovod process, a MultiWorkerMirrored worker, a
+  MirroredStrategy replica) takes in one step;
+* **step batch** ``b·W``: images one step processes on all workers together (what a throughput
+  meter counts, :class:`course_lib.training.throughput.ThroughputMeter`);
+* **global batch** ``b·W·k``: images behind one optimizer update (``k`` = gradient accumulation;
+  without accumulation it equals the step batch);
+* **steps per epoch**: training steps every worker runs; **samples per epoch**: images processed by
+  all workers in one epoch (padded shards count their copies); **updates per epoch**: ``steps // k``.
+
+The input pipelines (:mod:`course_lib.training.pipeline`) shard with the same arithmetic and import
+it from here. The scripts print :meth:`EpochPlan.describe` at start and send :meth:`EpochPlan.as_dict`
+in their ``config`` event (:mod:`course_lib.training.report`), so the learner can check the numbers
+by hand; :func:`epoch_arithmetic` is the same dict for a notebook cell.
 
 Introduced in notebooks/03_horovod.ipynb.
 """
 
 from __future__ import annotations
 
-from course_lib.training import pipeline
+from dataclasses import dataclass
 
-__all__ = ["epoch_arithmetic", "describe_epoch"]
+__all__ = ["ShardError", "shard_size", "steps_per_epoch", "samples_per_epoch", "EpochPlan",
+           "epoch_arithmetic", "describe_epoch"]
+
+
+class ShardError(ValueError):
+    """Invalid sharding arguments (worker index, number of workers, batch size)."""
+
+
+def check_shard_args(num_workers: int, worker_index: int, batch_size: int | None = None) -> None:
+    """Raise :class:`ShardError` unless ``0 <= worker_index < num_workers`` and ``batch_size >= 1``."""
+    if not isinstance(num_workers, int) or num_workers < 1:
+        raise ShardError(f"num_workers must be an int >= 1, got {num_workers!r}")
+    if not isinstance(worker_index, int) or not 0 <= worker_index < num_workers:
+        raise ShardError(f"worker_index must be in [0, {num_workers}) for num_workers={num_workers}, "
+                         f"got {worker_index!r} (pass hvd.rank() and hvd.size())")
+    if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
+        raise ShardError(f"batch_size must be an int >= 1, got {batch_size!r}")
+
+
+def shard_size(n: int, num_workers: int) -> int:
+    """Examples per worker per epoch: ``ceil(n / num_workers)`` (training shards are padded)."""
+    check_shard_args(num_workers, 0)
+    return -(-n // num_workers)
+
+
+def steps_per_epoch(n: int, batch_size: int, num_workers: int = 1) -> int:
+    """Training steps per epoch on every worker: ``ceil(shard_size(n, W) / batch_size)``.
+
+    Equals ``ceil(n / (batch_size * W))`` (a ceiling of a ceiling is one ceiling).
+    """
+    check_shard_args(num_workers, 0, batch_size)
+    return -(-shard_size(n, num_workers) // batch_size)
+
+
+def samples_per_epoch(n: int, num_workers: int = 1) -> int:
+    """Examples actually processed per epoch by all workers: ``shard_size(n, W) * W``."""
+    return shard_size(n, num_workers) * num_workers
+
+
+@dataclass(frozen=True)
+class EpochPlan:
+    """One epoch of one run, in the batch vocabulary of this module.
+
+    Attributes:
+        train_size: Training examples N.
+        per_worker_batch: Batch of one worker (or replica) per step, b.
+        workers: Horovod processes, MultiWorkerMirrored workers or MirroredStrategy replicas, W.
+        backward_passes_per_step: Gradient accumulation k (steps per update).
+        one_reader: MirroredStrategy: one process reads each step batch and splits it over the
+            replicas, so nothing is sharded or padded (a shard is the whole set).
+
+    Raises:
+        ShardError: A count below 1.
+    """
+
+    train_size: int
+    per_worker_batch: int
+    workers: int = 1
+    backward_passes_per_step: int = 1
+    one_reader: bool = False
+
+    def __post_init__(self) -> None:
+        check_shard_args(self.workers, 0, self.per_worker_batch)
+        for name in ("train_size", "backward_passes_per_step"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ShardError(f"{name} must be an int >= 1, got {value!r}")
+
+    @property
+    def shard_size(self) -> int:
+        """Examples one reader takes per epoch: ``ceil(N / W)`` (N with one reader)."""
+        return self.train_size if self.one_reader else shard_size(self.train_size, self.workers)
+
+    @property
+    def step_batch(self) -> int:
+        """Images per step on all workers: ``b·W``."""
+        return self.per_worker_batch * self.workers
+
+    @property
+    def global_batch(self) -> int:
+        """Images per optimizer update: ``b·W·k``."""
+        return self.step_batch * self.backward_passes_per_step
+
+    @property
+    def steps_per_epoch(self) -> int:
+        """Steps every worker runs per epoch: ``ceil(shard / b)`` (``ceil(N / (b·W))`` with one reader)."""
+        if self.one_reader:
+            return steps_per_epoch(self.train_size, self.step_batch, 1)
+        return steps_per_epoch(self.train_size, self.per_worker_batch, self.workers)
+
+    @property
+    def samples_per_epoch(self) -> int:
+        """Images processed per epoch by all workers: ``shard·W`` (N with one reader)."""
+        return self.train_size if self.one_reader else samples_per_epoch(self.train_size, self.workers)
+
+    @property
+    def updates_per_epoch(self) -> int:
+        """Optimizer updates per epoch: ``steps // k``."""
+        return self.steps_per_epoch // self.backward_passes_per_step
+
+    def as_dict(self) -> dict[str, int]:
+        """``shard_size``, ``steps_per_epoch``, ``samples_per_epoch``, ``step_batch``, ``global_batch``,
+        ``updates_per_epoch``: the numbers a ``config`` event carries."""
+        return {"shard_size": self.shard_size, "steps_per_epoch": self.steps_per_epoch,
+                "samples_per_epoch": self.samples_per_epoch, "step_batch": self.step_batch,
+                "global_batch": self.global_batch, "updates_per_epoch": self.updates_per_epoch}
+
+    def describe(self) -> str:
+        """One paragraph with every number and the formula that gave it (printed at start by rank 0)."""
+        n, b, w, k = self.train_size, self.per_worker_batch, self.workers, self.backward_passes_per_step
+        if self.one_reader:
+            return (
+                f"One epoch = one pass over the {n} training images: steps_per_epoch = "
+                f"ceil({n}/{self.global_batch}) = {self.steps_per_epoch} steps of "
+                f"global batch {b} x {w} replicas = {self.global_batch} "
+                f"images; samples_per_epoch = {self.samples_per_epoch}."
+            )
+        text = (
+            f"One epoch = one pass over the {n} training images by all {w} worker(s) "
+            f"together: each worker gets ceil({n}/{w}) = {self.shard_size} images "
+            f"-> steps_per_epoch = ceil({self.shard_size}/{b}) = "
+            f"{self.steps_per_epoch}, each step {b} x {w} = "
+            f"{self.step_batch} images; samples_per_epoch = {self.samples_per_epoch}."
+        )
+        if k > 1:
+            text += (
+                f" Gradients of {k} steps are accumulated before each update: "
+                f"global batch {self.global_batch} images, {self.updates_per_epoch} updates "
+                "per epoch (a leftover partial accumulation carries into the next epoch)."
+            )
+        return text
 
 
 def epoch_arithmetic(train_size: int, per_worker_batch: int, workers: int,
                      backward_passes_per_step: int = 1) -> dict[str, int]:
-    """The numbers of one epoch.
+    """The numbers of one epoch: :meth:`EpochPlan.as_dict` of these arguments.
 
     Args:
         train_size: Training examples N.
@@ -26,55 +169,14 @@ def epoch_arithmetic(train_size: int, per_worker_batch: int, workers: int,
 
     Returns:
         ``shard_size`` = ceil(N / W); ``steps_per_epoch`` = ceil(shard / b) (training steps every
-        worker runs, = ceil(N / (b·W)) when W divides N); ``samples_per_epoch`` = shard·W;
+        worker runs, = ceil(N / (b·W))); ``samples_per_epoch`` = shard·W;
         ``step_batch`` = b·W (images per step); ``global_batch`` = b·W·k (images per optimizer
         update); ``updates_per_epoch`` = steps // k.
     """
-    shard = pipeline.shard_size(train_size, workers)
-    steps = pipeline.steps_per_epoch(train_size, per_worker_batch, workers)
-    return {
-        "shard_size": shard,
-        "steps_per_epoch": steps,
-        "samples_per_epoch": pipeline.samples_per_epoch(train_size, workers),
-        "step_batch": per_worker_batch * workers,
-        "global_batch": per_worker_batch * workers * backward_passes_per_step,
-        "updates_per_epoch": steps // backward_passes_per_step,
-    }
+    return EpochPlan(train_size, per_worker_batch, workers, backward_passes_per_step).as_dict()
 
 
-def describe_epoch(arith: dict[str, int], train_size: int, per_worker_batch: int, workers: int,
-                   backward_passes_per_step: int = 1, unit: str = "worker") -> str:
-    """Human-readable version of :func:`epoch_arithmetic` (printed at start by rank 0).
-
-    Args:
-        arith: The result of :func:`epoch_arithmetic` for the same arguments.
-        train_size, per_worker_batch, workers, backward_passes_per_step: As there.
-        unit: ``"worker"`` (Horovod: one process per worker, each reading its shard), or
-            ``"replica"`` (MirroredStrategy: one process splits each global batch over the
-            replicas; pass the arithmetic of one process whose batch is the global batch,
-            ``epoch_arithmetic(N, b * R, 1)``).
-
-    Returns:
-        One paragraph with every number and the formula that gave it.
-    """
-    if unit == "replica":
-        return (
-            f"One epoch = one pass over the {train_size} training images: steps_per_epoch = "
-            f"ceil({train_size}/{arith['global_batch']}) = {arith['steps_per_epoch']} steps of "
-            f"global batch {per_worker_batch} x {workers} replicas = {arith['global_batch']} "
-            f"images; samples_per_epoch = {arith['samples_per_epoch']}."
-        )
-    text = (
-        f"One epoch = one pass over the {train_size} training images by all {workers} {unit}(s) "
-        f"together: each {unit} gets ceil({train_size}/{workers}) = {arith['shard_size']} images "
-        f"-> steps_per_epoch = ceil({arith['shard_size']}/{per_worker_batch}) = "
-        f"{arith['steps_per_epoch']}, each step {per_worker_batch} x {workers} = "
-        f"{arith['step_batch']} images; samples_per_epoch = {arith['samples_per_epoch']}."
-    )
-    if backward_passes_per_step > 1:
-        text += (
-            f" Gradients of {backward_passes_per_step} steps are accumulated before each update: "
-            f"global batch {arith['global_batch']} images, {arith['updates_per_epoch']} updates "
-            "per epoch (a leftover partial accumulation carries into the next epoch)."
-        )
-    return text
+def describe_epoch(train_size: int, per_worker_batch: int, workers: int,
+                   backward_passes_per_step: int = 1) -> str:
+    """:meth:`EpochPlan.describe` of these arguments (the paragraph the scripts print at start)."""
+    return EpochPlan(train_size, per_worker_batch, workers, backward_passes_per_step).describe()

@@ -5,7 +5,9 @@ the same on every worker; worker ``r`` of ``W`` takes positions ``r, r + W, ...`
 not a multiple of ``W`` the permutation is padded with its first ``W - N % W`` entries, so every
 worker runs the same number of steps (else Horovod's all-reduce would wait forever) and every
 example is seen once per epoch (at most ``W - 1`` of them twice). Training batches keep the last,
-partial batch: ``steps_per_epoch = ceil(shard_size / batch_size)``.
+partial batch: ``steps_per_epoch = ceil(shard_size / batch_size)``. That arithmetic (and the batch
+vocabulary: per-worker, step and global batch) belongs to :mod:`course_lib.training.epochs`; the
+names ``ShardError``, ``shard_size``, ``steps_per_epoch`` and ``samples_per_epoch`` are re-exported here.
 
 These names are also available from :mod:`course_lib.training.data`.
 
@@ -17,6 +19,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from course_lib.training.epochs import (EpochPlan, ShardError, check_shard_args, samples_per_epoch, shard_size,
+                                        steps_per_epoch)
 
 if TYPE_CHECKING:  # pragma: no cover
     import tensorflow as tf
@@ -34,39 +39,6 @@ __all__ = [
     "make_epochs_dataset",
     "distribute_for_strategy",
 ]
-
-
-class ShardError(ValueError):
-    """Invalid sharding arguments (worker index, number of workers, batch size)."""
-
-def _check_shard_args(num_workers: int, worker_index: int, batch_size: int | None = None) -> None:
-    if not isinstance(num_workers, int) or num_workers < 1:
-        raise ShardError(f"num_workers must be an int >= 1, got {num_workers!r}")
-    if not isinstance(worker_index, int) or not 0 <= worker_index < num_workers:
-        raise ShardError(f"worker_index must be in [0, {num_workers}) for num_workers={num_workers}, "
-                         f"got {worker_index!r} (pass hvd.rank() and hvd.size())")
-    if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
-        raise ShardError(f"batch_size must be an int >= 1, got {batch_size!r}")
-
-
-def shard_size(n: int, num_workers: int) -> int:
-    """Examples per worker per epoch: ``ceil(n / num_workers)`` (training shards are padded)."""
-    _check_shard_args(num_workers, 0)
-    return -(-n // num_workers)
-
-
-def steps_per_epoch(n: int, batch_size: int, num_workers: int = 1) -> int:
-    """Training steps per epoch on every worker: ``ceil(shard_size(n, W) / batch_size)``.
-
-    Equals ``ceil(n / (batch_size * W))`` whenever W divides n.
-    """
-    _check_shard_args(num_workers, 0, batch_size)
-    return -(-shard_size(n, num_workers) // batch_size)
-
-
-def samples_per_epoch(n: int, num_workers: int = 1) -> int:
-    """Examples actually processed per epoch by all workers: ``shard_size(n, W) * W``."""
-    return shard_size(n, num_workers) * num_workers
 
 
 def epoch_indices(n: int, *, seed: int, epoch: int, num_workers: int = 1,
@@ -90,7 +62,7 @@ def epoch_indices(n: int, *, seed: int, epoch: int, num_workers: int = 1,
     Raises:
         ShardError: Invalid worker index or number of workers.
     """
-    _check_shard_args(num_workers, worker_index)
+    check_shard_args(num_workers, worker_index)
     perm = np.random.default_rng([int(seed), int(epoch)]).permutation(n)
     pad = (-n) % num_workers
     if pad:
@@ -106,7 +78,7 @@ def shard_padding(n: int, num_workers: int = 1, worker_index: int = 0) -> np.nda
     Returns:
         bool array of length ``shard_size(n, W)``; ``(W - n % W) % W`` True entries over all workers.
     """
-    _check_shard_args(num_workers, worker_index)
+    check_shard_args(num_workers, worker_index)
     return worker_index + np.arange(shard_size(n, num_workers)) * num_workers >= n
 
 
@@ -202,7 +174,7 @@ def make_dataset(images: np.ndarray, labels: np.ndarray, *, batch_size: int, tra
             ``batch_size < 1``.
         ValueError: Images/labels of the wrong shape.
     """
-    _check_shard_args(num_workers, worker_index, batch_size)
+    check_shard_args(num_workers, worker_index, batch_size)
     n = len(labels)
     if training:
         rows = epoch_indices(n, seed=seed, epoch=epoch, num_workers=num_workers,
@@ -245,7 +217,7 @@ def make_epochs_dataset(images: np.ndarray, labels: np.ndarray, *, batch_size: i
         ShardError: Invalid sharding arguments.
         ValueError: ``last_epoch <= first_epoch`` or ``first_epoch < 0``.
     """
-    _check_shard_args(num_workers, worker_index, batch_size)
+    check_shard_args(num_workers, worker_index, batch_size)
     if first_epoch < 0 or last_epoch <= first_epoch:
         raise ValueError(f"need 0 <= first_epoch < last_epoch, got first_epoch={first_epoch}, "
                          f"last_epoch={last_epoch}")
@@ -286,14 +258,13 @@ def distribute_for_strategy(strategy: Any, images: np.ndarray, labels: np.ndarra
     Raises:
         ShardError: ``batch_size_per_replica < 1``.
     """
-    replicas = int(strategy.num_replicas_in_sync)
-    _check_shard_args(1, 0, batch_size_per_replica)
-    global_batch = batch_size_per_replica * replicas
+    # Strategy: one reader; each step batch (per-replica batch x replicas) is split over the replicas.
+    plan = EpochPlan(len(labels), batch_size_per_replica, int(strategy.num_replicas_in_sync), one_reader=True)
+    global_batch = plan.step_batch
     if training and epochs is not None:
         ds = make_epochs_dataset(images, labels, batch_size=global_batch, seed=seed, num_workers=1,
                                  worker_index=0, first_epoch=0, last_epoch=epochs,
                                  recorder=recorder)
     else:
         ds = make_dataset(images, labels, batch_size=global_batch, training=training, seed=seed)
-    steps = steps_per_epoch(len(labels), global_batch, 1)
-    return strategy.experimental_distribute_dataset(ds), global_batch, steps
+    return strategy.experimental_distribute_dataset(ds), global_batch, plan.steps_per_epoch

@@ -1,6 +1,6 @@
 """Honest training throughput: images actually processed per second (TensorFlow-free arithmetic).
 
-:class:`ThroughputMeter` counts the samples that really ran (steps × global batch, capped at the
+:class:`ThroughputMeter` counts the samples that really ran (steps × step batch, capped at the
 samples of one epoch when the last batch is partial) and divides by the time those steps took.
 Dividing the dataset length by the epoch time instead, while fewer samples ran (steps per epoch
 floored), inflates the figure; the reference bootcamp printed 91 % scaling efficiency that way
@@ -110,15 +110,16 @@ class ThroughputMeter:
     """TensorFlow-free arithmetic of :class:`Throughput` (same constructor and hooks).
 
     Args:
-        global_batch_size: Samples per step over all workers (per-worker batch × workers).
-        samples_per_epoch: Samples one epoch really processes, all workers (e.g.
-            ``course_lib.training.pipeline.samples_per_epoch``); caps steps × batch when the last batch is
+        step_batch: Samples per step over all workers (per-worker batch × workers,
+            ``EpochPlan.step_batch``; with gradient accumulation smaller than the global batch).
+        samples_per_epoch: Samples one epoch really processes, all workers
+            (``EpochPlan.samples_per_epoch``); caps steps × step batch when the last batch is
             partial. None: no cap.
         warmup_epochs: The first epochs seen by this callback in a ``fit`` are left out of the
             summary (graph tracing, caches filling).
         warmup_steps: The first steps of every epoch are left out of its images/s (unless the
             epoch has no more steps than that; then all count).
-        workers: Workers (or replicas) sharing the global batch, for per-worker figures.
+        workers: Workers (or replicas) sharing the step batch, for per-worker figures.
         rank: Only rank 0 prints.
         json_lines: Also print one JSON ``epoch`` event per epoch (docs/architecture.md).
         verbose: Print a human line per epoch.
@@ -136,7 +137,7 @@ class ThroughputMeter:
         ValueError: Non-positive batch/workers, negative warm-up, or ``samples_per_epoch < 1``.
     """
 
-    def __init__(self, global_batch_size: int, *, samples_per_epoch: int | None = None,
+    def __init__(self, step_batch: int, *, samples_per_epoch: int | None = None,
                  warmup_epochs: int = 1, warmup_steps: int = 0, workers: int = 1, rank: int = 0,
                  json_lines: bool = False, verbose: bool = True,
                  clock: Callable[[], float] = time.perf_counter,
@@ -145,12 +146,12 @@ class ThroughputMeter:
                  cpu_clock: Callable[[], CpuClock] | None = None) -> None:
         super().__init__()
         spe = 1 if samples_per_epoch is None else samples_per_epoch
-        for name, value, low in (("global_batch_size", global_batch_size, 1), ("workers", workers, 1),
+        for name, value, low in (("step_batch", step_batch, 1), ("workers", workers, 1),
                                  ("samples_per_epoch", spe, 1), ("warmup_epochs", warmup_epochs, 0),
                                  ("warmup_steps", warmup_steps, 0)):
             if value < low:
                 raise ValueError(f"{name} must be >= {low}, got {value}")
-        self.global_batch_size = int(global_batch_size)
+        self.step_batch = int(step_batch)
         self.samples_per_epoch = samples_per_epoch
         self.warmup_epochs = int(warmup_epochs)
         self.warmup_steps = int(warmup_steps)
@@ -176,7 +177,7 @@ class ThroughputMeter:
         self._steps = 0
 
     def _samples(self, steps: int) -> int:
-        samples = steps * self.global_batch_size
+        samples = steps * self.step_batch
         if self.samples_per_epoch is not None:
             samples = min(samples, self.samples_per_epoch)
         return samples
