@@ -23,7 +23,7 @@ from typing import Any
 
 from course_lib.training import checkpoints, epochs, flags, schedules, seeding
 from course_lib.training.events import emit
-from course_lib.training.flags import non_negative_int, positive_float, positive_int
+from course_lib.training.flags import non_negative_int, positive_int
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -33,15 +33,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "One epoch = one pass over the training set by all workers together.",
         epilog="example: horovodrun -np 2 --gloo python source_code/horovod_fmnist.py --epochs 1 --train-subset 6000",
         formatter_class=flags.HelpFormatter)
-    parser.add_argument("--batch-size", type=positive_int, default=128,
-                        help="batch size PER WORKER; the global batch is this x workers")
-    parser.add_argument("--epochs", type=positive_int, default=3,
-                        help="total epochs (passes over the training set by all workers together)")
-    parser.add_argument("--lr", type=positive_float, default=1e-3,
-                        help="learning rate (before --scale-lr); LARS needs about 0.1-10")
-    parser.add_argument("--scale-lr", action="store_true",
-                        help="multiply the learning rate by the growth of the global batch over one "
-                        "worker's batch: workers x --backward-passes-per-step (linear scaling)")
+    flags.add_training_flags(parser, batch_size=128, epochs=3,
+                             lr_help="learning rate (before --scale-lr); LARS needs about 0.1-10",
+                             scale_lr_help="multiply the learning rate by the growth of the global batch over "
+                             "one worker's batch: workers x --backward-passes-per-step (linear scaling)")
     parser.add_argument("--warmup-epochs", type=non_negative_int, default=0,
                         help="ramp the learning rate from lr/(workers x backward passes) up to lr over "
                         "this many epochs (Horovod LearningRateWarmupCallback); must be < --epochs")

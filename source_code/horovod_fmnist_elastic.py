@@ -27,8 +27,7 @@ import sys
 import time
 
 from course_lib.training.events import emit
-from course_lib.training.flags import (HelpFormatter, add_data_flags, add_worker_flags, positive_float,
-                                      positive_int)
+from course_lib.training.flags import HelpFormatter, add_data_flags, add_run_flags, add_training_flags, add_worker_flags
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -40,18 +39,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "cluster/discover_hosts.sh --network-interface lo python "
         "source_code/horovod_fmnist_elastic.py --epochs 6 --train-subset 1024",
         formatter_class=HelpFormatter)
-    parser.add_argument("--batch-size", type=positive_int, default=64,
-                        help="batch size PER WORKER; the global batch is this x current workers")
-    parser.add_argument("--epochs", type=positive_int, default=6,
-                        help="total epochs (passes over the training set by all workers together)")
-    parser.add_argument("--lr", type=positive_float, default=1e-3,
-                        help="learning rate of ONE worker; the run uses lr x current workers")
+    add_training_flags(parser, batch_size=64, epochs=6, scale_lr_help=None,
+                       lr_help="learning rate of ONE worker; the run uses lr x current workers")
     add_data_flags(parser)
     add_worker_flags(parser)
-    parser.add_argument("--seed", type=int, default=42, help="seed of the weights and data order")
-    parser.add_argument("--json", action="store_true",
-                        help="print JSON lines (config, worker, reset, epoch, commit, result, "
-                        "digest)")
+    add_run_flags(parser, precision=False, throughput=False)
     return parser.parse_args(argv)
 
 

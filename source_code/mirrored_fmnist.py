@@ -22,7 +22,7 @@ import time
 
 from course_lib.training import epochs, flags
 from course_lib.training.events import emit
-from course_lib.training.flags import positive_float, positive_int
+from course_lib.training.flags import positive_int
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -35,13 +35,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--devices", type=positive_int, default=None,
                         help="simulate N devices (split GPU 0, or the CPU, into N logical devices); "
                         "default: all GPUs, or the one CPU")
-    parser.add_argument("--batch-size", type=positive_int, default=128,
-                        help="batch size PER REPLICA; the global batch is this x replicas")
-    parser.add_argument("--epochs", type=positive_int, default=3, help="epochs to train")
-    parser.add_argument("--lr", type=positive_float, default=1e-3,
-                        help="learning rate (before --scale-lr); LARS needs about 0.1-10")
-    parser.add_argument("--scale-lr", action="store_true",
-                        help="multiply the learning rate by the number of replicas")
+    flags.add_training_flags(parser, batch_size=128, epochs=3, per="replica",
+                             lr_help="learning rate (before --scale-lr); LARS needs about 0.1-10",
+                             scale_lr_help="multiply the learning rate by the number of replicas")
     parser.add_argument("--plateau", action="store_true",
                         help="halve the learning rate when the loss stops improving")
     parser.add_argument("--optimizer", choices=flags.OPTIMIZERS, default="adam",

@@ -26,8 +26,8 @@ import sys
 import time
 
 from course_lib.training.events import emit
-from course_lib.training.flags import (HelpFormatter, add_data_flags, add_worker_flags, non_negative_int,
-                                      positive_float, positive_int)
+from course_lib.training.flags import (HelpFormatter, add_data_flags, add_run_flags, add_training_flags,
+                                      add_worker_flags, positive_float)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -39,13 +39,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         epilog="example: TF_CONFIG=... python source_code/mwms_fmnist.py --epochs 2 "
         "--train-subset 1024 (one process per worker; see the module docstring)",
         formatter_class=HelpFormatter)
-    parser.add_argument("--batch-size", type=positive_int, default=64,
-                        help="batch size PER WORKER; the global batch is this x workers")
-    parser.add_argument("--epochs", type=positive_int, default=2, help="total epochs")
-    parser.add_argument("--lr", type=positive_float, default=1e-3,
-                        help="learning rate (before --scale-lr)")
-    parser.add_argument("--scale-lr", action="store_true",
-                        help="multiply the learning rate by the number of workers")
+    add_training_flags(parser, batch_size=64, epochs=2)
     add_data_flags(parser)
     add_worker_flags(parser)
     parser.add_argument("--backup-dir", default=None,
@@ -55,11 +49,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="seconds one collective may wait for a peer before it fails (the "
                         "first one waits for the slowest worker to start); a DEAD peer is noticed "
                         "sooner, by the coordination service's heartbeat")
-    parser.add_argument("--seed", type=int, default=42, help="seed of weights and data order")
-    parser.add_argument("--json", action="store_true",
-                        help="print JSON lines (config, worker, resume, epoch, result, digest)")
-    parser.add_argument("--throughput-warmup-epochs", type=non_negative_int, default=1,
-                        help="first epochs left out of the images/s mean (tracing, caches)")
+    add_run_flags(parser, precision=False)
     args = parser.parse_args(argv)
     args.index, args.workers = 0, 1
     raw = os.environ.get("TF_CONFIG")

@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 __all__ = ["OPTIMIZERS", "HelpFormatter", "positive_int", "non_negative_int", "positive_float",
-           "add_data_flags", "add_run_flags"]
+           "add_training_flags", "add_data_flags", "add_worker_flags", "add_run_flags"]
 
 OPTIMIZERS = ("adam", "sgd", "lars", "lamb")
 
@@ -60,6 +60,28 @@ def positive_float(text: str) -> float:
     return value
 
 
+def add_training_flags(parser: argparse.ArgumentParser, *, batch_size: int, epochs: int, per: str = "worker",
+                       lr_help: str = "learning rate (before --scale-lr)",
+                       scale_lr_help: str | None = "multiply the learning rate by the number of workers") -> None:
+    """Add ``--batch-size``, ``--epochs``, ``--lr`` and ``--scale-lr``: one type and one meaning in every script.
+
+    Args:
+        parser: The script's parser.
+        batch_size: Default per-worker (or per-replica) batch: each script's own, for its run time.
+        epochs: Default epochs (passes over the training set by all workers together).
+        per: What takes one batch per step: ``"worker"`` or ``"replica"``.
+        lr_help: Help of ``--lr`` (default 0.001): what the script does with it.
+        scale_lr_help: Help of ``--scale-lr``; ``None``: the script has no such switch.
+    """
+    parser.add_argument("--batch-size", type=positive_int, default=batch_size,
+                        help=f"batch size PER {per.upper()}; the global batch is this x {per}s")
+    parser.add_argument("--epochs", type=positive_int, default=epochs,
+                        help="total epochs (passes over the training set by all workers together)")
+    parser.add_argument("--lr", type=positive_float, default=1e-3, help=lr_help)
+    if scale_lr_help is not None:
+        parser.add_argument("--scale-lr", action="store_true", help=scale_lr_help)
+
+
 def add_data_flags(parser: argparse.ArgumentParser) -> None:
     """Add ``--data-dir`` (the tfds data folder), ``--train-subset`` and ``--test-subset`` (the first N
     images of each split): the data flags every training script declares the same way.
@@ -93,20 +115,24 @@ def add_worker_flags(parser: argparse.ArgumentParser) -> None:
                         "claimed; without either, cores / workers on the host)")
 
 
-def add_run_flags(parser: argparse.ArgumentParser) -> None:
-    """Add the flags every course script shares: seed, precision, determinism, JSON lines, and the
+def add_run_flags(parser: argparse.ArgumentParser, *, precision: bool = True, throughput: bool = True) -> None:
+    """Add the flags every course script shares: seed and JSON lines; precision and determinism; the
     epochs left out of the throughput mean.
 
     Args:
         parser: The script's parser.
+        precision: Add ``--mixed-precision`` and ``--deterministic`` (scripts that support them).
+        throughput: Add ``--throughput-warmup-epochs`` (scripts that measure images/s).
     """
     parser.add_argument("--seed", type=int, default=42,
                         help="seed of the weights, the data order and dropout")
-    parser.add_argument("--mixed-precision", action="store_true",
-                        help="compute in float16 (mixed_float16; useful on GPUs only)")
-    parser.add_argument("--deterministic", action="store_true",
-                        help="enable TensorFlow op determinism (bit-identical reruns, slower)")
+    if precision:
+        parser.add_argument("--mixed-precision", action="store_true",
+                            help="compute in float16 (mixed_float16; useful on GPUs only)")
+        parser.add_argument("--deterministic", action="store_true",
+                            help="enable TensorFlow op determinism (bit-identical reruns, slower)")
     parser.add_argument("--json", action="store_true",
                         help="print JSON lines (config, epoch, ..., result, digest: docs/architecture.md)")
-    parser.add_argument("--throughput-warmup-epochs", type=non_negative_int, default=1,
-                        help="first epochs left out of the images/s mean (tracing, caches)")
+    if throughput:
+        parser.add_argument("--throughput-warmup-epochs", type=non_negative_int, default=1,
+                            help="first epochs left out of the images/s mean (tracing, caches)")
