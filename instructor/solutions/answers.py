@@ -44,8 +44,8 @@ CODING = {
     "03.horovod_script": "source_code/horovod_fmnist_minimal.py",
     # 02_mirrored_strategy: replica_step below.
     "02.replica_step": "instructor/solutions/answers.py::replica_step",
-    # 04_large_batch: my_learning_rate (linear scaling + warm-up), checked by course_lib.lessons.exercise_04.
-    "04.lr_schedule": "instructor/solutions/exercise_04.py::learning_rate",
+    # 04_large_batch: my_learning_rate (linear scaling + warm-up), checked by course_lib.lessons.coding_checks.check_lr_schedule.
+    "04.lr_schedule": "instructor/solutions/lr_schedule.py::learning_rate",
 }
 
 
