@@ -21,6 +21,7 @@ time the group is formed.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import socket
 import sys
@@ -40,7 +41,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "source_code/horovod_fmnist_elastic.py --epochs 6 --train-subset 1024",
         formatter_class=HelpFormatter)
     add_training_flags(parser, batch_size=64, epochs=6, scale_lr_help=None,
-                       lr_help="learning rate of ONE worker; the run uses lr x current workers")
+                       lr_help="learning rate of ONE worker; the run uses lr x sqrt(current workers) (Adam)")
     add_data_flags(parser)
     add_worker_flags(parser)
     add_run_flags(parser, precision=False, throughput=False)
@@ -77,8 +78,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"group formed ({why}): {hvd.size()} worker(s)", flush=True)
 
     model = models.build_model(seed=args.seed)
-    # Horovod: the learning rate follows the CURRENT number of workers (reset below).
-    optimizer = hvd.DistributedOptimizer(optimizers.get_optimizer("adam", args.lr * hvd.size()))
+    def scaled_lr() -> float:
+        """Horovod: Adam's rate follows the CURRENT number of workers, by its square root (notebook 04)."""
+        return args.lr * math.sqrt(hvd.size())
+
+    optimizer = hvd.DistributedOptimizer(optimizers.get_optimizer("adam", scaled_lr()))
     models.compile_model(model, optimizer)
 
     def warmup_step() -> None:
@@ -99,10 +103,9 @@ def main(argv: list[str] | None = None) -> int:
         update (back to the last commit), and rescale the learning rate to the new size."""
         warmup_step()
         state.restore()  # Horovod: back to the committed weights (the warm-up step changed them)
-        model.optimizer.learning_rate = args.lr * hvd.size()  # Horovod: LR x size
+        model.optimizer.learning_rate = scaled_lr()  # Horovod: the rate for the new size
         if hvd.rank() == 0:
-            emit("reset", args.json, size=hvd.size(), epoch=state.epoch,
-                 lr=args.lr * hvd.size())
+            emit("reset", args.json, size=hvd.size(), epoch=state.epoch, lr=scaled_lr())
         announce("reset")
 
     state.register_reset_callbacks([on_state_reset])  # Horovod: run after every re-formed group
@@ -148,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         steps = epochs.EpochPlan(n_train, args.batch_size, workers).steps_per_epoch
         if rank == 0:
             print(f"training epochs {first + 1}..{args.epochs} on {workers} worker(s), lr "
-                  f"{args.lr * workers:g}", flush=True)
+                  f"{scaled_lr():g}", flush=True)
         # Horovod: re-shard for the current size; the order depends only on (seed, epoch).
         train_data = pipeline.make_epochs_dataset(
             fmnist.x_train, fmnist.y_train, batch_size=args.batch_size, seed=args.seed,
@@ -168,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     if hvd.rank() == 0:  # the epoch at the starting size (a reset re-plans it for the new size)
         report.report_config(plan=epochs.EpochPlan(n_train, args.batch_size, hvd.size()),
                              script="horovod_fmnist_elastic.py", strategy="horovod-elastic", epochs=args.epochs,
-                             first_epoch=1, lr=args.lr * hvd.size(), json_lines=args.json, base_lr=args.lr,
+                             first_epoch=1, lr=scaled_lr(), json_lines=args.json, base_lr=args.lr,
                              scale_lr=True, optimizer="adam", seed=args.seed)
     announce("start")
     train(state)
