@@ -204,6 +204,7 @@ def check_ring_allreduce(ring: Callable[[list[Any]], list[Any]], *, seed: int = 
                           "received last, and the receiver stores it as it is.")
                     return False
     print(f"[{key}] correct: every worker holds the sum, for 2 to 5 workers and uneven chunks.")
+    return True
 
 
 # ----------------------------------------------------------------- notebook 04: linear scaling + warm-up
