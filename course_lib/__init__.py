@@ -1,27 +1,36 @@
 """Companion library of the course "Hands-on distributed deep learning with TensorFlow".
 
-Four layers, one folder each; a layer imports only from the layers above it in this list
-(``tests/test_layers.py`` enforces it):
+Four layers, one folder each. A layer imports only from itself and the layers it names here: a graph,
+not a line (``lessons`` and ``environment`` are siblings that never import each other).
+``tests/test_package_map.py`` checks this text against the code: every module listed under its layer,
+and each layer's imports as ``tests/test_layers.MAY_IMPORT`` enforces them.
 
-``training/``
-    What a training script needs, and all that ``source_code/`` may import: ``data`` and
-    ``fmnist_files`` (real Fashion-MNIST, verified), ``pipeline`` (shards and batches),
-    ``hardware`` (what the machine has), ``capacity`` (what it can run: slots, the lessons' plans),
-    ``placement`` and ``slot_files`` (which cores or GPU a worker runs on),
-    ``devices``, ``models``, ``optimizers`` (LARS, LAMB), ``callbacks`` (Throughput, JSON
-    events), ``flags``, ``epochs`` (epoch arithmetic), ``events`` (JSON lines), ``seeding``,
-    ``checkpoints``, ``schedules`` and ``files`` (atomic writes).
-``runner/``
-    Starting training processes from a notebook: ``preflight`` (input checks), ``placing`` (what
-    a launch holds), ``slots`` (machine-wide queue and grants), ``place_rank`` (the rank wrapper),
-    ``processes`` (process groups and clean-up), ``runlog`` (rank prefixes and JSON lines into a
-    RunResult), ``launch`` (``run_horovod``, ``run_python``) and ``multiworker``.
-``lessons/``
-    Helpers of the notebooks: ``concepts`` and ``experiments`` (01), ``scaling`` (tables and
-    plots), ``ablation`` (04), ``exercises`` (self-checks), ``widgets`` (the control panel).
-``environment/``
-    The learner's machine: ``doctor`` (``python -m course_lib doctor``) and ``lab``
-    (``make lab``).
+``training/`` (imports no other layer)
+    What a training script needs, and all that ``source_code/`` may import: ``data``, ``fmnist_files``
+    and ``tfds_cache`` (real Fashion-MNIST, verified), ``epochs`` (the epoch plan and its batch
+    vocabulary), ``pipeline`` (shards and batches), ``hardware`` (what the machine has), ``capacity``
+    (what it can run: slots, the lessons' plans), ``placement`` and ``slot_files`` (which cores or GPU a
+    worker runs on), ``devices``, ``models``, ``optimizers`` (LARS, LAMB), ``accumulation`` (gradient
+    accumulation), ``callbacks`` and ``throughput`` (images/s), ``cpuclock`` (CPU time of an epoch),
+    ``consumption`` (which examples a run trained on), ``flags`` (the scripts' shared flags), ``report``
+    (a script's config and result lines), ``events`` (JSON lines), ``stats`` (intervals, the one verdict
+    rule, efficiency), ``seeding``, ``checkpoints``, ``schedules`` and ``files`` (atomic writes).
+``runner/`` (imports training)
+    Starting training processes from a notebook: ``launch`` (``run_horovod``, ``run_python``),
+    ``options`` (the launchers' shared keywords), ``preflight`` (input checks), ``placing`` (what a
+    launch holds), ``execute`` (the launchers' shared glue), ``slots`` (machine-wide queue and grants),
+    ``place_rank`` (the rank wrapper), ``processes`` and ``watchdog`` (process groups and clean-up),
+    ``runlog`` (rank prefixes and JSON lines into a RunResult), ``multiworker`` and ``supervise``
+    (elastic Horovod, several python workers, mpirun) and ``faults`` (notebook 06's drills).
+``lessons/`` (imports training, runner)
+    Helpers of the notebooks: ``concepts`` and ``experiments`` (01), ``allreduce_model`` and
+    ``timeline`` (what communication costs), ``scaling`` (tables and plots), ``measured`` (a measured
+    value shown masked, with its verdict), ``ablation`` and ``trials`` (04), ``knobs`` (05),
+    ``exercises`` and ``coding_checks`` (self-checks), ``coverage`` (every image once), ``display``
+    (what a cell shows) and ``widgets`` (the control panel).
+``environment/`` (imports training, runner)
+    The learner's machine: ``doctor`` (``python -m course_lib doctor``), ``lab`` (``make lab``) and
+    ``course_contents`` (what the course folder holds).
 
 Importing the package itself does no work: it does not import TensorFlow, so
 ``course_lib.training.devices.simulate_devices`` can still run before TensorFlow starts.
