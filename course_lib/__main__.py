@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from course_lib.environment.doctor import run_checks
+
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line and run the chosen command; returns the exit status."""
@@ -19,6 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     prepare.add_argument("--source", choices=("tfds", "keras"), default="tfds")
     args = parser.parse_args(argv)
     if args.command == "prepare-data":
+        # late: data imports numpy; `doctor` must start even where numpy is broken
         from course_lib.training.data import DataError, load_arrays
 
         try:
@@ -30,8 +33,6 @@ def main(argv: list[str] | None = None) -> int:
               f"{len(arrays.x_test)} test images")
         return 0
     if args.command == "doctor":
-        from course_lib.environment.doctor import run_checks
-
         report = run_checks()
         print(report.text())
         return 0 if report.ok else 1

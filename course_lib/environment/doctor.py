@@ -18,6 +18,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from course_lib.runner.preflight import LaunchError, find_horovodrun
+from course_lib.training import fmnist_files
+from course_lib.training.devices import cpu_cores, gpu_names
 from course_lib.training.files import course_root
 
 __all__ = ["Check", "DoctorReport", "run_checks", "horovod_build_info", "package_version"]
@@ -151,8 +154,6 @@ def _probe_python() -> str:
 
 
 def _horovodrun_path() -> str | None:
-    from course_lib.runner.preflight import LaunchError, find_horovodrun
-
     try:
         return find_horovodrun()
     except LaunchError:
@@ -203,8 +204,6 @@ def _check_horovod(gpus: list[str]) -> list[Check]:
 
 
 def _check_devices(gpus: list[str]) -> list[Check]:
-    from course_lib.training.devices import cpu_cores
-
     cores = cpu_cores()
     checks = [Check("CPU cores", "ok", str(cores))]
     if gpus:
@@ -216,8 +215,6 @@ def _check_devices(gpus: list[str]) -> list[Check]:
 
 
 def _check_data() -> Check:
-    from course_lib.training import fmnist_files
-
     explicit = os.environ.get("COURSE_DATA_DIR")
     try:
         if explicit:
@@ -250,8 +247,6 @@ def run_checks() -> DoctorReport:
     Returns:
         The report; ``report.ok`` is False when something the course needs is missing.
     """
-    from course_lib.training.devices import gpu_names
-
     gpus = gpu_names()
     report = DoctorReport()
     report.checks.append(_check_python())

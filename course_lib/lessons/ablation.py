@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+import numpy as np
+
 from course_lib.training.stats import CANNOT_TELL, ci_verdict, mean_ci95
 
 __all__ = ["Config", "changes", "emulation", "updates_to_target", "target_from_baseline",
@@ -213,7 +215,6 @@ def seed_table(configs: Sequence[Config], runs: Mapping[str, Sequence[Mapping[st
     Raises:
         ValueError: A configuration without trials.
     """
-    import numpy as np
     import pandas as pd
 
     diff, rows = changes(configs), []

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from course_lib.lessons.concepts import allreduce_cost_table
+
 if TYPE_CHECKING:
     import pandas
 
@@ -39,8 +41,6 @@ def ring_factor(workers: int) -> float:
     Raises:
         ValueError: If ``workers`` is not an int >= 1.
     """
-    from course_lib.lessons.concepts import allreduce_cost_table
-
     if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
         raise ValueError(f"workers={workers!r} must be an int >= 1, e.g. 2")
     return float(allreduce_cost_table(1.0, [int(workers)])["ring_mb_per_worker"].iloc[0])

@@ -16,6 +16,13 @@ import math
 import re
 from typing import Any, Callable
 
+import numpy as np
+
+from course_lib.lessons.trials import peak_lr
+from course_lib.runner.runlog import parse_line
+from course_lib.training import schedules
+from course_lib.training.epochs import epoch_arithmetic
+
 __all__ = ["check_horovod_run", "check_replica_step", "check_ring_allreduce", "steps_shown", "LR_CASES",
            "reference_rate", "check_lr_schedule"]
 
@@ -34,8 +41,6 @@ def _flag(command: list[str], name: str, default: int) -> int:
 
 def steps_shown(run: Any) -> list[int]:
     """Steps per epoch that rank 0's Keras progress lines (``verbose=2``) report, one per epoch."""
-    from course_lib.runner.runlog import parse_line
-
     steps = []
     for line in run.log:
         rank, _stream, text, _event = parse_line(line)
@@ -62,8 +67,6 @@ def check_horovod_run(run: Any, *, workers: int = 2) -> bool:
     Returns:
         True when every property holds; prints what failed and a hint otherwise.
     """
-    from course_lib.training.epochs import epoch_arithmetic
-
     key = "03.horovod_script"
     if run is None:
         print(f"[{key}] not run yet — run your script with launch.run_horovod, then this cell.")
@@ -110,7 +113,6 @@ def check_replica_step(replica_step: Callable[..., Any], strategy: Any, *, seed:
     Returns:
         True when the two models end with the same weights.
     """
-    import numpy as np
     import tensorflow as tf
 
     key = "02.replica_step"
@@ -173,8 +175,6 @@ def check_ring_allreduce(ring: Callable[[list[Any]], list[Any]], *, seed: int = 
     Returns:
         True when every worker holds the sum for every N tried.
     """
-    import numpy as np
-
     key = "01.ring_allreduce"
     rng = np.random.default_rng(seed)
     for workers in (2, 3, 4, 5):
@@ -224,9 +224,6 @@ def reference_rate(update: int, *, base_lr: float, base_batch: int, batch: int,
 
     Introduced in notebooks/04_large_batch.ipynb.
     """
-    from course_lib.lessons.trials import peak_lr
-    from course_lib.training import schedules
-
     peak = peak_lr({"base_lr": base_lr, "base_batch": base_batch, "batch": batch,
                     "lr_scaling": "linear"})
     if warmup_updates == 0:

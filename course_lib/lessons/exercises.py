@@ -25,9 +25,13 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from course_lib.lessons.coding_checks import (check_horovod_run, check_replica_step, check_ring_allreduce,
-                                              steps_shown)
+from course_lib.lessons.coding_checks import check_horovod_run, check_replica_step, check_ring_allreduce, steps_shown
+from course_lib.lessons.concepts import allreduce_cost_table
+from course_lib.lessons.trials import peak_lr
+from course_lib.training.epochs import epoch_arithmetic
+from course_lib.training.pipeline import samples_per_epoch, steps_per_epoch
 from course_lib.training.stats import scaling_efficiency
+from course_lib.training.throughput import ThroughputMeter
 
 __all__ = ["Exercise", "EXERCISES", "check", "answer_digest", "check_horovod_run", "check_replica_step",
            "check_ring_allreduce", "steps_shown"]
@@ -111,28 +115,20 @@ class Exercise:
 
 # ----------------------------------------------------------------- solvers: course_lib's own arithmetic
 def _global_batch(per_replica_batch: int, replicas: int) -> int:
-    from course_lib.training.epochs import epoch_arithmetic
-
     # Images per step on all replicas; it does not depend on the data set's size (any size will do).
     return epoch_arithmetic(per_replica_batch * replicas, per_replica_batch, replicas)["step_batch"]
 
 
 def _steps(train_size: int, per_worker_batch: int, workers: int = 1) -> int:
-    from course_lib.training.epochs import epoch_arithmetic
-
     return epoch_arithmetic(train_size, per_worker_batch, workers)["steps_per_epoch"]
 
 
 def _replica_steps(train_size: int, per_replica_batch: int, replicas: int) -> int:
-    from course_lib.training.pipeline import steps_per_epoch
-
     # MirroredStrategy: one process splits each global batch over the replicas (epochs.describe_epoch).
     return steps_per_epoch(train_size, per_replica_batch * replicas)
 
 
 def _ring_mb(gradient_mb: float, workers: int) -> float:
-    from course_lib.lessons.concepts import allreduce_cost_table
-
     return float(allreduce_cost_table(gradient_mb, [workers]).iloc[0]["ring_mb_per_worker"])
 
 
@@ -141,9 +137,6 @@ def _efficiency(single_rate: float, devices: int, multi_rate: float) -> float:
 
 
 def _honest_rate(steps: int, global_batch: int, seconds: float, train_size: int) -> float:
-    from course_lib.training.pipeline import samples_per_epoch
-    from course_lib.training.throughput import ThroughputMeter
-
     ticks = iter([0.0] + [seconds * (i + 1) / steps for i in range(steps)])  # a fake clock: one read per step
     meter = ThroughputMeter(global_batch, samples_per_epoch=samples_per_epoch(train_size), warmup_epochs=0,
                             verbose=False, clock=lambda: next(ticks))
@@ -156,15 +149,11 @@ def _honest_rate(steps: int, global_batch: int, seconds: float, train_size: int)
 
 
 def _scaled_lr(base_lr: float, workers: int) -> float:
-    from course_lib.lessons.trials import peak_lr
-
     # At a fixed per-worker batch the global batch grows with the workers (batches in per-worker units).
     return peak_lr({"base_lr": base_lr, "base_batch": 1, "batch": workers, "lr_scaling": "linear"})
 
 
 def _updates_ratio(growth: int) -> int:
-    from course_lib.training.epochs import epoch_arithmetic
-
     # Any data set both batches divide gives the same ratio; the smallest: `growth` images, batches 1 and growth.
     small = epoch_arithmetic(growth, 1, 1)["updates_per_epoch"]
     large = epoch_arithmetic(growth, growth, 1)["updates_per_epoch"]

@@ -18,6 +18,10 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from course_lib.training import models, pipeline
+from course_lib.training.stats import mean_ci95
+from course_lib.training.throughput import below_peak_cpu, remeasure_disturbed
+
 if TYPE_CHECKING:  # pragma: no cover
     import matplotlib.figure
     import pandas
@@ -76,10 +80,8 @@ def _measure_batch(images: np.ndarray, labels: np.ndarray, batch: int, epochs: i
     """One row of :func:`batch_size_sweep`: a fresh model, ``epochs`` epochs, disturbed ones re-run."""
     import tensorflow as tf
 
-    from course_lib.training import models, pipeline
+    # late: callbacks imports TensorFlow
     from course_lib.training.callbacks import Throughput
-    from course_lib.training.stats import mean_ci95
-    from course_lib.training.throughput import below_peak_cpu, remeasure_disturbed
 
     n = len(images)
     tf.keras.backend.clear_session()

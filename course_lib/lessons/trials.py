@@ -23,6 +23,8 @@ from typing import Any, Mapping, NamedTuple
 
 import numpy as np
 
+from course_lib.training import data
+
 __all__ = ["Split", "carve_validation", "peak_lr", "train_trial"]
 
 
@@ -53,8 +55,6 @@ def carve_validation(train_size: int, val_size: int) -> Split:
 
     Introduced in notebooks/04_large_batch.ipynb.
     """
-    from course_lib.training import data
-
     if train_size < 1 or val_size < 1 or train_size + val_size > 60_000:
         raise ValueError(f"need train_size, val_size >= 1 and their sum <= 60000; got "
                          f"{train_size} + {val_size}")
@@ -105,6 +105,7 @@ def train_trial(settings: Mapping[str, Any], seed: int, split: Split, *, epochs:
     """
     import tensorflow as tf
 
+    # late: callbacks and optimizers import TensorFlow
     from course_lib.training import callbacks, models, optimizers, pipeline, schedules, seeding
 
     batch, n = int(settings["batch"]), len(split.y_train)

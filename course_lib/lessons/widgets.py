@@ -23,12 +23,17 @@ Introduced in notebooks/03_horovod.ipynb.
 from __future__ import annotations
 
 import html
+import io
 import math
 import sys
 import threading
 from pathlib import Path
 from typing import Any, Sequence
 
+from course_lib.lessons import scaling
+from course_lib.runner.launch import LaunchError, RunFailedError, RunStoppedError, run_horovod
+from course_lib.training.capacity import plan_workers
+from course_lib.training.files import course_root
 from course_lib.training.stats import ci_verdict
 
 __all__ = ["ControlPanel", "default_script", "warmup_only", "superlinear_notes"]
@@ -85,8 +90,6 @@ def superlinear_notes(table: Any) -> list[str]:
 
 def default_script() -> Path:
     """The course's Horovod script, ``<repo>/source_code/horovod_fmnist.py``."""
-    from course_lib.training.files import course_root
-
     return course_root() / "source_code" / "horovod_fmnist.py"
 
 
@@ -113,8 +116,6 @@ class ControlPanel:
                  default_args: Sequence[str] = ("--train-subset", "6000"),
                  python: str = sys.executable, timeout: float | None = None) -> None:
         import ipywidgets as w
-
-        from course_lib.training.capacity import plan_workers
 
         self.script = Path(script) if script is not None else default_script()
         self.records_path = Path(records_path) if records_path is not None else None
@@ -197,8 +198,6 @@ class ControlPanel:
             course_lib.runner.launch.LaunchError: Bad settings, or a run is already in progress.
             course_lib.runner.launch.RunFailedError: The run failed (``wait=True`` only).
         """
-        from course_lib.runner.launch import LaunchError
-
         if self.running:
             raise LaunchError("a run is already in progress; call panel.stop() or panel.wait()")
         values = {"workers": workers, "batch_size": batch_size, "epochs": epochs}
@@ -245,8 +244,6 @@ class ControlPanel:
         Raises:
             course_lib.runner.launch.RunFailedError: The run failed (not raised for a stopped run).
         """
-        from course_lib.runner.launch import RunStoppedError
-
         if self._thread is not None:
             self._thread.join(timeout)
             if self._thread.is_alive():
@@ -268,9 +265,6 @@ class ControlPanel:
 
     # -- internals ----------------------------------------------------------------------------
     def _run_in_thread(self) -> None:
-        from course_lib.lessons import scaling
-        from course_lib.runner.launch import RunFailedError, RunStoppedError, run_horovod
-
         workers, controller = self.workers.value, self.controller.value
         args = ["--batch-size", str(self.batch_size.value), "--epochs", str(self.epochs.value),
                 "--json", *self.default_args]
@@ -329,11 +323,7 @@ class ControlPanel:
         if not self.records:
             self.table.value = "<i>no runs yet</i>"
             return
-        import io
-
         from IPython.display import Image
-
-        from course_lib.lessons import scaling
 
         try:
             table = scaling.scaling_table(self.records)
@@ -354,12 +344,8 @@ class ControlPanel:
     def _load_records(self) -> list[Any]:
         if self.records_path is None or not self.records_path.exists():
             return []
-        from course_lib.lessons import scaling
-
         return scaling.load_records(self.records_path)
 
     def _save_records(self) -> None:
         if self.records_path is not None:
-            from course_lib.lessons import scaling
-
             scaling.save_records(self.records_path, self.records)

@@ -22,8 +22,10 @@ import sys
 import threading
 from typing import Any, Callable, Sequence
 
+from course_lib.runner import slots
 from course_lib.runner.options import Launch
 from course_lib.runner.placing import PlaceRequest
+from course_lib.runner.processes import stream_command
 from course_lib.runner.runlog import RunResult, parse_line
 from course_lib.training.placement import PLACEMENT_ENV, Placement, cut_shares
 
@@ -135,7 +137,6 @@ def execute(command: list[str], launch: Launch, *, horovod: bool, place: PlaceRe
         RunFailedError: Non-zero exit (with ``check``). RunTimeoutError: ``timeout`` expired.
         RunStoppedError: ``stop_event`` was set (also while waiting for slots).
     """
-    from course_lib.runner import slots
     full_env = dict(os.environ)
     full_env.update(launch.env or {})
     full_env.setdefault("PYTHONUNBUFFERED", "1")  # otherwise lines arrive only at exit
@@ -177,8 +178,6 @@ def _stream(command: list[str], result: RunResult, printer: Callable[[str, str],
             grace_s: Sequence[float], clock: Callable[[], float],
             hold_fds: Sequence[int]) -> RunResult:
     """Stream ``command``, fill ``result``, and raise on a timeout, a stop or a failure."""
-    from course_lib.runner.processes import stream_command
-
     joiners = {"stdout": TagJoiner(), "stderr": TagJoiner()}
     lock = threading.Lock()
 

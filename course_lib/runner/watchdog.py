@@ -32,6 +32,7 @@ Introduced in notebooks/03_horovod.ipynb.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import select
 import signal
@@ -135,8 +136,6 @@ def become_subreaper() -> bool:
     """Make this process the reaper of its orphaned descendants (Linux >= 3.4); ``False`` elsewhere."""
     if not sys.platform.startswith("linux"):
         return False
-    import ctypes
-
     try:
         return ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
     except (OSError, AttributeError):
@@ -187,8 +186,6 @@ def _prepare_child() -> None:  # pragma: no cover - runs in the child before exe
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if sys.platform.startswith("linux"):
-        import ctypes
-
         try:
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
         except (OSError, AttributeError):
