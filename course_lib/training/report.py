@@ -84,6 +84,7 @@ def report_result(*, scores: tuple[float, float], plan: EpochPlan, strategy: str
                if meter is not None else "Test accuracy {acc:.4f}, loss {loss:.4f}; wall time {wall:.1f} s")
     print((headline or default).format(**values), flush=True)
     result.update(epochs=epochs, epochs_run=epochs_run, total_steps=plan.steps_per_epoch * epochs_run,
-                  test_loss=test_loss, test_accuracy=test_acc, wall_time_s=wall, **fields)
+                  test_loss=test_loss, test_accuracy=test_acc, wall_time_s=wall)
+    result.update(fields)
     emit("result", json_lines, **result)
     return result
