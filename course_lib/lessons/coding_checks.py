@@ -39,6 +39,22 @@ def _flag(command: list[str], name: str, default: int) -> int:
     return default
 
 
+def _learner_call(key: str, call: Callable[..., Any], *args: Any, placeholder: str, what: str,
+                  **kwargs: Any) -> tuple[bool, Any]:
+    """``call(*args, **kwargs)``, the learner's code: ``(True, its value)``, or print why not and give ``(False, None)``.
+
+    The placeholder (``NotImplementedError``) prints ``placeholder``; any other exception is the learner's
+    code failing: it is named with the first line of its message, and the notebook does not crash.
+    """
+    try:
+        return True, call(*args, **kwargs)
+    except NotImplementedError:
+        print(f"[{key}] {placeholder}")
+    except Exception as exc:  # the learner's code failed: say how, do not crash the notebook
+        print(f"[{key}] not yet: your {what} raised {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}")
+    return False, None
+
+
 def steps_shown(run: Any) -> list[int]:
     """Steps per epoch that rank 0's Keras progress lines (``verbose=2``) report, one per epoch."""
     steps = []
@@ -140,14 +156,13 @@ def check_replica_step(replica_step: Callable[..., Any], strategy: Any, *, seed:
     with strategy.scope():
         model = small_model()
         optimizer = tf.keras.optimizers.SGD(0.5)
-    try:
+    def train() -> None:
         for x, y in strategy.experimental_distribute_dataset(dataset):
             strategy.run(replica_step, args=(model, optimizer, x, y))
-    except NotImplementedError:
-        print(f"[{key}] not written yet — write my_replica_step in the cell above and run both cells.")
-        return False
-    except Exception as exc:  # the learner's code failed: say how, do not crash the notebook
-        print(f"[{key}] not yet: your step raised {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+
+    ran, _ = _learner_call(key, train, what="step", placeholder="not written yet — write my_replica_step in the "
+                           "cell above and run both cells.")
+    if not ran:
         return False
     gap = max(float(np.max(np.abs(a - b))) for a, b in zip(model.get_weights(), reference.get_weights()))
     if gap < 1e-5:
@@ -181,13 +196,10 @@ def check_ring_allreduce(ring: Callable[[list[Any]], list[Any]], *, seed: int = 
         for length in (2 * workers, 2 * workers + 1):
             arrays = [rng.normal(size=length) for _ in range(workers)]
             expected = np.sum(arrays, axis=0)
-            try:
-                results = ring([a.copy() for a in arrays])
-            except NotImplementedError:
-                print(f"[{key}] not written yet — finish my_ring_allreduce in the cell above and run both cells.")
-                return False
-            except Exception as exc:  # the learner's code failed: say how, do not crash the notebook
-                print(f"[{key}] not yet: your ring raised {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+            ran, results = _learner_call(key, ring, [a.copy() for a in arrays], what="ring",
+                                         placeholder="not written yet — finish my_ring_allreduce in the cell "
+                                         "above and run both cells.")
+            if not ran:
                 return False
             if results is None or len(results) != workers:
                 print(f"[{key}] not yet: with {workers} workers your function returned "
@@ -276,13 +288,10 @@ def check_lr_schedule(learning_rate: Callable[..., Any]) -> bool:
                                     "warmup_updates": warmup}
         got: list[float] = []
         for update in updates:
-            try:
-                value = learning_rate(update, **settings)
-            except NotImplementedError:
-                print(f"[{LR_KEY}] not attempted yet — write my_learning_rate in the cell above and run both cells.")
-                return False
-            except Exception as exc:  # the learner's code failed: say how, do not crash the notebook
-                print(f"[{LR_KEY}] not yet: your function raised {type(exc).__name__}: {str(exc)[:200]}")
+            ran, value = _learner_call(LR_KEY, learning_rate, update, **settings, what="function",
+                                       placeholder="not attempted yet — write my_learning_rate in the cell above "
+                                       "and run both cells.")
+            if not ran:
                 return False
             try:
                 got.append(float(value))
