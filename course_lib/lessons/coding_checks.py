@@ -41,7 +41,7 @@ def _flag(command: list[str], name: str, default: int) -> int:
 
 def _learner_call(key: str, call: Callable[..., Any], *args: Any, placeholder: str, what: str,
                   **kwargs: Any) -> tuple[bool, Any]:
-    """``call(*args, **kwargs)``, the learner's code: ``(True, its value)``, or print why not and give ``(False, None)``.
+    """Run the learner's ``call(*args, **kwargs)``: ``(True, its value)``, or print why not: ``(False, None)``.
 
     The placeholder (``NotImplementedError``) prints ``placeholder``; any other exception is the learner's
     code failing: it is named with the first line of its message, and the notebook does not crash.
