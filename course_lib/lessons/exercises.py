@@ -25,10 +25,10 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from course_lib.lessons import concepts
 from course_lib.lessons.coding_checks import check_horovod_run, check_replica_step, check_ring_allreduce, steps_shown
-from course_lib.lessons.concepts import allreduce_cost_table
 from course_lib.lessons.trials import peak_lr
-from course_lib.training.epochs import epoch_arithmetic
+from course_lib.training import epochs
 from course_lib.training.pipeline import samples_per_epoch, steps_per_epoch
 from course_lib.training.stats import scaling_efficiency
 from course_lib.training.throughput import ThroughputMeter
@@ -116,11 +116,11 @@ class Exercise:
 # ----------------------------------------------------------------- solvers: course_lib's own arithmetic
 def _global_batch(per_replica_batch: int, replicas: int) -> int:
     # Images per step on all replicas; it does not depend on the data set's size (any size will do).
-    return epoch_arithmetic(per_replica_batch * replicas, per_replica_batch, replicas)["step_batch"]
+    return epochs.epoch_arithmetic(per_replica_batch * replicas, per_replica_batch, replicas)["step_batch"]
 
 
 def _steps(train_size: int, per_worker_batch: int, workers: int = 1) -> int:
-    return epoch_arithmetic(train_size, per_worker_batch, workers)["steps_per_epoch"]
+    return epochs.epoch_arithmetic(train_size, per_worker_batch, workers)["steps_per_epoch"]
 
 
 def _replica_steps(train_size: int, per_replica_batch: int, replicas: int) -> int:
@@ -129,7 +129,7 @@ def _replica_steps(train_size: int, per_replica_batch: int, replicas: int) -> in
 
 
 def _ring_mb(gradient_mb: float, workers: int) -> float:
-    return float(allreduce_cost_table(gradient_mb, [workers]).iloc[0]["ring_mb_per_worker"])
+    return float(concepts.allreduce_cost_table(gradient_mb, [workers]).iloc[0]["ring_mb_per_worker"])
 
 
 def _efficiency(single_rate: float, devices: int, multi_rate: float) -> float:
@@ -155,8 +155,8 @@ def _scaled_lr(base_lr: float, workers: int) -> float:
 
 def _updates_ratio(growth: int) -> int:
     # Any data set both batches divide gives the same ratio; the smallest: `growth` images, batches 1 and growth.
-    small = epoch_arithmetic(growth, 1, 1)["updates_per_epoch"]
-    large = epoch_arithmetic(growth, growth, 1)["updates_per_epoch"]
+    small = epochs.epoch_arithmetic(growth, 1, 1)["updates_per_epoch"]
+    large = epochs.epoch_arithmetic(growth, growth, 1)["updates_per_epoch"]
     return small // large
 
 

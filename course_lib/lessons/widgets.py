@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from course_lib.lessons import scaling
-from course_lib.runner.launch import LaunchError, RunFailedError, RunStoppedError, run_horovod
+from course_lib.runner import launch
+from course_lib.runner.launch import LaunchError, RunFailedError, RunStoppedError
 from course_lib.training.capacity import plan_workers
 from course_lib.training.files import course_root
 from course_lib.training.stats import ci_verdict
@@ -269,7 +270,7 @@ class ControlPanel:
         args = ["--batch-size", str(self.batch_size.value), "--epochs", str(self.epochs.value),
                 "--json", *self.default_args]
         try:
-            result = run_horovod(self.script, workers, args, controller=controller,
+            result = launch.run_horovod(self.script, workers, args, controller=controller,
                                  oversubscribe=workers > self.slots, device=self.plan.device,
                                  output=self.log,
                                  stop_event=self._stop_event, on_event=self._on_event,

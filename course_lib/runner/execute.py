@@ -22,10 +22,9 @@ import sys
 import threading
 from typing import Any, Callable, Sequence
 
-from course_lib.runner import slots
+from course_lib.runner import processes, slots
 from course_lib.runner.options import Launch
 from course_lib.runner.placing import PlaceRequest
-from course_lib.runner.processes import stream_command
 from course_lib.runner.runlog import RunResult, parse_line
 from course_lib.training.placement import PLACEMENT_ENV, Placement, cut_shares
 
@@ -196,7 +195,7 @@ def _stream(command: list[str], result: RunResult, printer: Callable[[str, str],
         if event is not None and on_event is not None:
             on_event(event)
 
-    outcome = stream_command(command, on_line, env=env, cwd=cwd, timeout=timeout,
+    outcome = processes.stream_command(command, on_line, env=env, cwd=cwd, timeout=timeout,
                              stop_event=stop_event, grace_s=grace_s, clock=clock,
                              hold_fds=hold_fds)
     for pipe, joiner in joiners.items():
