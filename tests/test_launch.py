@@ -91,6 +91,10 @@ def test_parse_gloo_mpi_and_plain_lines():
     assert parse_line("Checking connectivity")[0] is None
     assert parse_line('{"event": "epoch"}')[0] is None  # horovodrun's own: never an event
     assert parse_line("[0]<stdout>:  1/9 [..]\r  9/9 [==]")[2] == "  9/9 [==]"
+    # ssh -tt (a pseudo-terminal) ends lines with "\r\n": the trailing "\r" is not an overwrite.
+    assert parse_line("[1]<stdout>:done\r")[2] == "done"
+    assert parse_line('[1]<stdout>:{"event": "digest", "digest": "ab"}\r')[3] == {"event": "digest", "digest": "ab"}
+    assert parse_line("[0]<stdout>:  1/9 [..]\r  9/9 [==]\r")[2] == "  9/9 [==]"
     rank, _, _, event = parse_line('[0]<stdout>:{"event": "epoch", "epoch": 1}')
     assert (rank, event) == (0, {"event": "epoch", "epoch": 1})
     assert parse_line('[0]<stdout>:{"epoch": 1}')[3] is None  # no "event" key

@@ -49,6 +49,10 @@ def parse_line(line: str, *, horovod: bool = True) -> tuple[int | None, str, str
                 text = text.replace(line[: match.start("text")], "")
         else:
             rank = None
+    # A line that ends in "\r" (ssh -tt and other pseudo-terminals end lines with "\r\n") keeps its
+    # text: only a carriage return INSIDE the line means a terminal overwrote what came before it.
+    if text.endswith("\r"):
+        text = text[:-1]
     text = text.rsplit("\r", 1)[-1]
     event = None
     stripped = text.strip()
