@@ -147,6 +147,7 @@ SlurmctldTimeout=30
 SlurmdTimeout=30
 InactiveLimit=0
 KillWait=5
+MessageTimeout=5
 {line.split(' UpTime=')[0]} State=UNKNOWN
 PartitionName={PARTITION} Nodes={self.node} Default=YES MaxTime={MAX_TIME} State=UP
 """)

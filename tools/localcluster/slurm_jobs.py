@@ -118,6 +118,13 @@ def wait(job_id: str, *, timeout: float, env: Mapping[str, str] | None = None, p
                     f"forever, so it was cancelled. {_advice(reason)}")
         else:
             hopeless_since = None
+        sick = _sick_nodes(fields.get("NodeList", ""), env) if state in ("RUNNING", "COMPLETING", "CONFIGURING") else []
+        if sick:
+            _run(["scancel", job_id], env, 15)
+            raise SlurmJobError(
+                f"job {job_id} ({state}) lost its node: {'; '.join(sick)}. The node's slurmd is stopped or "
+                "unreachable: start slurmd on it (or `scontrol update nodename=... state=resume` once it is "
+                "back); the job was cancelled")
         if time.monotonic() - start > timeout:
             _run(["scancel", job_id], env, 15)
             raise SlurmJobError(f"job {job_id} did not end within {timeout:g} s (last state {state or '?'}, "
@@ -140,9 +147,27 @@ def wait(job_id: str, *, timeout: float, env: Mapping[str, str] | None = None, p
                       time.monotonic() - start, events)
 
 
+def _sick_nodes(nodelist: str, env: Mapping[str, str] | None) -> list[str]:
+    """``"vm: State=MIXED+NOT_RESPONDING Reason=..."`` for each node of ``nodelist`` that is down or not responding."""
+    if not nodelist or nodelist == "(null)":
+        return []
+    done = _run(["scontrol", "show", "node", "-o", nodelist], env, 15)
+    out = []
+    for line in done.stdout.splitlines():
+        fields = dict(part.partition("=")[::2] for part in line.split() if "=" in part)
+        state = fields.get("State", "")
+        if "NOT_RESPONDING" in state or state.startswith("DOWN"):
+            reason = line.split("Reason=", 1)[1].strip() if "Reason=" in line else "none given"
+            out.append(f"{fields.get('NodeName', '?')}: State={state} Reason={reason}")
+    return out
+
+
 def _advice(reason: str) -> str:
     if reason == "PartitionTimeLimit":
         return "Ask for a --time within the partition's MaxTime (sinfo shows TIMELIMIT)."
+    if reason == "PartitionConfig":
+        return ("The request asks for more than the partition's nodes have (tasks x cpus-per-task against "
+                "each node's CPUs: `sinfo -N -o '%N %c'`); ask for fewer tasks or CPUs.")
     if reason.startswith("PartitionNode") or reason == "ReqNodeNotAvail":
         return "Ask for fewer nodes, or the nodes the partition has (sinfo)."
     return "See `scontrol show job` and `sinfo` for what the partition offers."
