@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from tools.localcluster import slurm_jobs  # noqa: E402
 from tools.localcluster.common import LocalClusterError  # noqa: E402
-from tools.localcluster.slurm import MAX_TIME, LocalSlurm  # noqa: E402
+from tools.localcluster.slurm import MAX_TIME, LocalSlurm, slurmstepds_since  # noqa: E402
 
 pytestmark = [pytest.mark.cluster, pytest.mark.horovod]
 
@@ -40,10 +40,11 @@ TRAIN = ["--epochs", "1", "--train-subset", "1024", "--test-subset", "256", "--b
 JOB_TIMEOUT = 90  # seconds; the job takes about 15 s on the 2-core machine
 
 
-def slurm_leftovers(workdir: Path) -> list[str]:
-    """Processes naming ``workdir`` (daemons) plus any slurmstepd / munged / slurm daemon still alive,
-    and the folder itself if it is still there."""
+def slurm_leftovers(workdir: Path, started_at: float) -> list[str]:
+    """Processes naming ``workdir`` (the daemons), slurmstepd processes started since ``started_at``, and the
+    folder itself if it is still there."""
     found = []
+    stepds = {str(pid) for pid in slurmstepds_since(started_at)}
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
@@ -55,7 +56,7 @@ def slurm_leftovers(workdir: Path) -> list[str]:
             continue
         if zombie:
             continue
-        if str(workdir) in cmd or comm in ("slurmstepd", "slurmctld", "slurmd", "munged"):
+        if str(workdir) in cmd or (comm == "slurmstepd" and proc.name in stepds):
             found.append(f"{proc.name} {cmd[:120]}")
     if workdir.exists():
         found.append(f"folder {workdir}")
@@ -70,9 +71,9 @@ def slurm():
     except LocalClusterError as exc:
         pytest.fail(f"cannot start a local Slurm cluster: {exc}", pytrace=False)
     yield cluster
-    workdir = cluster.workdir
+    workdir, started_at = cluster.workdir, cluster.started_at
     cluster.stop()
-    assert workdir is not None and slurm_leftovers(workdir) == []
+    assert workdir is not None and slurm_leftovers(workdir, started_at) == []
 
 
 def _submit(slurm: LocalSlurm, options: list[str], script: Path = SBATCH, env: dict | None = None) -> str:
@@ -89,7 +90,7 @@ def test_sbatch_trains_two_tasks_to_the_end(slurm, launcher):
     assert outcome.fields["NumTasks"] == "2" and outcome.fields["NodeList"] == slurm.node
     assert f"hosts: {slurm.node}:2 (2 workers)" in outcome.output
     results = [e for e in outcome.events if e["event"] == "result"]
-    assert len(results) == 1 and results[0]["workers"] == 2 and results[0]["epochs_done"] == 1, results
+    assert len(results) == 1 and results[0]["workers"] == 2 and results[0]["epochs_run"] == 1, results
     digests = {e["rank"]: e["digest"] for e in outcome.events if e["event"] == "digest"}
     assert sorted(digests) == [0, 1] and len(set(digests.values())) == 1, digests
     sacct = slurm.command("sacct", "--completion", "-n", "-P", "-j", job, "-o", "JobID,State,ExitCode").stdout
@@ -141,4 +142,4 @@ def test_stopped_slurmd_is_named_and_everything_is_cleaned_up():
         assert detection < 30
     finally:
         cluster.stop()
-    assert slurm_leftovers(workdir) == []
+    assert slurm_leftovers(workdir, cluster.started_at) == []

@@ -142,7 +142,7 @@ def test_two_hosts_train_to_the_same_digest(hosts, controller):
                                 "hosts": hosts.host_list(), "timeout": 120}, on_line=on_line, timeout=150)
     assert summary["error"] is None and summary["returncode"] == 0, summary["lines"][-40:]
     assert sorted(summary["digests"]) == ["0", "1"] and len(set(summary["digests"].values())) == 1
-    assert summary["result"]["workers"] == 2 and summary["result"]["epochs_done"] == 2
+    assert summary["result"]["workers"] == 2 and summary["result"]["epochs_run"] == 2
     assert sshd_log.read_text().count("Accepted publickey") > logins_before  # hostB's rank came over ssh
     # Each host had its rank, and the two shared no core (the machine-wide slot files).
     assert set(cores) == {"hostA", "hostB"}, cores

@@ -239,13 +239,13 @@ PartitionName={PARTITION} Nodes={self.node} Default=YES MaxTime={MAX_TIME} State
             pid = self.pids.pop(name, None)
             if pid is not None:
                 _end(pid, self._procs.pop(name, None))
-        for pid in _slurmstepds_since(self.started_at):
+        for pid in slurmstepds_since(self.started_at):
             _end(pid, None)
         if self._own_workdir and self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def _slurmstepds_since(started_at: float) -> list[int]:
+def slurmstepds_since(started_at: float) -> list[int]:
     """``slurmstepd`` processes started after ``started_at`` (ours: the machine has no other Slurm)."""
     out = []
     ticks = os.sysconf("SC_CLK_TCK")
