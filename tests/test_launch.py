@@ -93,6 +93,10 @@ def test_parse_gloo_mpi_and_plain_lines():
     assert parse_line("[0]<stdout>:  1/9 [..]\r  9/9 [==]")[2] == "  9/9 [==]"
     # ssh -tt (a pseudo-terminal) ends lines with "\r\n": the trailing "\r" is not an overwrite.
     assert parse_line("[1]<stdout>:done\r")[2] == "done"
+    # ... and horovodrun repeats the prefix after that "\r" (seen with two ssh hosts, tools/localcluster):
+    seen = '[1]<stdout>:{"event": "digest", "rank": 1, "digest": "0f"}\r[1]<stdout>:'
+    assert parse_line(seen)[3] == {"event": "digest", "rank": 1, "digest": "0f"}
+    assert parse_line("[1]<stdout>:  1/9 [..]\r[1]<stdout>:  9/9 [==]\r[1]<stdout>:")[2] == "  9/9 [==]"
     assert parse_line('[1]<stdout>:{"event": "digest", "digest": "ab"}\r')[3] == {"event": "digest", "digest": "ab"}
     assert parse_line("[0]<stdout>:  1/9 [..]\r  9/9 [==]\r")[2] == "  9/9 [==]"
     rank, _, _, event = parse_line('[0]<stdout>:{"event": "epoch", "epoch": 1}')

@@ -107,8 +107,8 @@ def test_each_host_routes_only_to_the_other(hosts):
     for host in hosts.hosts:
         routes = hosts.routes(host.name)
         assert "default" not in routes, routes
-        main = run(["ip", "-n", host.namespace, "-4", "route", "show"]).stdout.strip().splitlines()
-        assert main == [f"10.251.0.0/30 dev {LINK} proto kernel scope link src {host.address} "], main
+        main = [line.strip() for line in run(["ip", "-n", host.namespace, "-4", "route", "show"]).stdout.splitlines()]
+        assert main == [f"10.251.0.0/30 dev {LINK} proto kernel scope link src {host.address}"], main
         for line in routes.splitlines():  # every other route is local, broadcast, link-local or multicast
             assert re.match(rf"(local|broadcast|multicast|fe80::/64|10\.251\.0\.0/30) .*dev ({LINK}|lo)\b", line), line
         assert sorted(hosts.links(host.name)) == [LINK, "lo"]

@@ -136,7 +136,9 @@ class LocalHosts:
             etc.mkdir(parents=True, exist_ok=True)
             (etc / "hosts").write_text(
                 "127.0.0.1 localhost\n" + "".join(f"{h.address} {h.name}\n" for h in self.hosts)
-                + f"127.0.1.1 {socket.gethostname()}\n")
+                # The machine's own name is this host's address, as on a real node (Gloo, given
+                # --network-interface, still resolved it: 127.0.1.1 sent rank 0 to hostA's loopback).
+                + f"{host.address} {socket.gethostname()}\n")
         self._write_keys_and_config()
         run_sshd = Path("/run/sshd")  # sshd's privilege-separation folder must exist
         if not run_sshd.exists():
