@@ -426,3 +426,18 @@ def test_every_launcher_takes_the_same_options_and_names_a_misspelt_one(monkeypa
         with pytest.raises(LaunchError, match="show='some'"):
             call(show="some")
     assert {"timeout", "env", "output", "device", "oversubscribe", "wait_for_slots"} <= OPTION_NAMES
+
+
+def test_a_failed_rank_is_named_with_its_host():
+    from course_lib.runner.launch import name_failed_host
+    result = RunResult(command=[])
+    result.log = ["Process 1 exit with status code 255."]
+    message = name_failed_host("horovodrun exited with status 1: rank 1 failed. Last lines", 1, "hostA:1,hostB:1",
+                               result)
+    assert message.startswith("horovodrun exited with status 1: rank 1 (on hostB) failed.")
+    assert "status 255, ssh's own status for a lost connection: hostB went down" in message
+    assert "rank 2 (on b) failed" in name_failed_host("rank 2 failed", 2, "a:2,b:1", None)
+    local = name_failed_host("rank 1 failed", 1, "localhost:2", result)  # no ssh on this machine
+    assert local == "rank 1 (on localhost) failed"
+    assert name_failed_host("rank 5 failed", 5, "a:1", None) == "rank 5 failed"
+

@@ -226,7 +226,7 @@ class LocalHosts:
         """End every process in the namespaces (sshd, sessions, ranks), delete namespaces, links,
         /etc/netns entries and the temporary folder. Safe to call twice, or after a failed start."""
         ip = getattr(self, "tools", {}).get("ip") or shutil.which("ip") or "/usr/sbin/ip"
-        for name, pid in self.sshd_pids.items():
+        for pid in self.sshd_pids.values():
             _end(pid, self.workdir)
         for host in self.hosts:
             for pid in self.pids(host.name):
