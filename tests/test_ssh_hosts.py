@@ -56,14 +56,16 @@ ELASTIC_EPOCHS = 8
 ELASTIC_DATA = ["--train-subset", "2048", "--test-subset", "256"]
 
 
-def namespace_leftovers(before_passwd: str) -> list[str]:
-    """Namespaces, links, /etc/netns entries, sshds or keys of the local hosts still present."""
-    found = [f"namespace {n}" for n in run(["ip", "netns", "list"]).stdout.split() if n.startswith(NETNS_PREFIX)]
+def namespace_leftovers(before_passwd: str, tag: str, workdir: Path) -> list[str]:
+    """Namespaces, links, /etc/netns entries, processes (sshd, sessions, ranks) or key folder of the local
+    hosts ``tag`` (files in ``workdir``) still present, and any change to the users."""
+    prefix = NETNS_PREFIX + tag
+    found = [f"namespace {n}" for n in run(["ip", "netns", "list"]).stdout.split() if n.startswith(prefix)]
     found += [f"link {line.split(':')[1].strip()}" for line in run(["ip", "-o", "link"]).stdout.splitlines()
-              if line.split(":")[1].strip().startswith(NETNS_PREFIX)]
+              if line.split(":")[1].strip().startswith(prefix)]
     netns_etc = Path("/etc/netns")
     if netns_etc.exists():
-        found += [f"/etc/netns/{p.name}" for p in netns_etc.iterdir() if p.name.startswith(NETNS_PREFIX)]
+        found += [f"/etc/netns/{p.name}" for p in netns_etc.iterdir() if p.name.startswith(prefix)]
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
@@ -71,9 +73,10 @@ def namespace_leftovers(before_passwd: str) -> list[str]:
             cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if "course-localhosts-" in cmd:
+        if str(workdir) in cmd:
             found.append(f"process {proc.name} {cmd[:120]}")
-    found += [f"folder {p}" for p in Path(os.environ.get("TMPDIR", "/tmp")).glob("course-localhosts-*")]
+    if workdir.exists():
+        found.append(f"folder {workdir} (keys, known_hosts, ssh config)")
     if Path("/etc/passwd").read_text() != before_passwd:
         found.append("/etc/passwd changed (a user was added or removed)")
     return found
@@ -89,7 +92,21 @@ def hosts():
         pytest.fail(f"cannot start the two local ssh hosts: {exc}", pytrace=False)
     yield pair
     pair.stop()
-    assert namespace_leftovers(passwd) == []
+    assert pair.workdir is not None and namespace_leftovers(passwd, pair.tag, pair.workdir) == []
+
+
+def test_the_hosts_leave_no_daemon_namespace_link_user_or_key_behind():
+    passwd = Path("/etc/passwd").read_text()
+    pair = LocalHosts(tag="t0")
+    pair.start()
+    try:
+        workdir = pair.workdir
+        assert workdir is not None and (workdir / "id_user").exists() and (workdir / "known_hosts").exists()
+        assert len(namespace_leftovers(passwd, "t0", workdir)) >= 7  # namespaces, /etc/netns, sshds, folder
+        assert all(Path(f"/proc/{pid}").exists() for pid in pair.sshd_pids.values())
+    finally:
+        pair.stop()
+    assert namespace_leftovers(passwd, "t0", workdir) == []
 
 
 def _rank_cores(pair: LocalHosts, script: str) -> dict[str, set[int]]:
