@@ -43,7 +43,7 @@ def up() -> int:
 Two ssh hosts: {', '.join(f'{h.name} ({h.address}, namespace {h.namespace})' for h in hosts.hosts)}
     ip netns exec {a.namespace} env PATH={hosts.workdir}/bin:$PATH \\
         .venv/bin/horovodrun -np 2 -H {hosts.host_list()} --gloo --network-interface clc0 \\
-        .venv/bin/python source_code/horovod_fmnist.py --epochs 1 --train-subset 2048 --json
+        .venv/bin/python source_code/horovod_fmnist.py --epochs 1 --train-subset 2048 --threads-per-worker 1 --json
     ip -n {hosts.host('hostB').namespace} link set clc0 down     # the fault; `up` brings it back
 Stop everything: python -m tools.localcluster down""")
     return 0
