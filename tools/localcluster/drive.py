@@ -58,7 +58,7 @@ def _main(spec: dict[str, Any]) -> int:
         out["error"] = {"type": type(exc).__name__, "message": str(exc)}
     out["seconds"] = time.monotonic() - start
     if result is not None:
-        out.update(returncode=result.returncode, digests=result.digests, epochs=result.epochs,
+        out.update(command=result.command, returncode=result.returncode, digests=result.digests, epochs=result.epochs,
                    result=result.result, events=result.events, pids=result.pids)
     print(RESULT_MARK + json.dumps(out), flush=True)
     return 0

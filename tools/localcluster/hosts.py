@@ -39,7 +39,7 @@ from pathlib import Path
 
 from tools.localcluster.common import LocalClusterError, require_programs, require_root, run, tail
 
-__all__ = ["Host", "LocalHosts", "LINK", "NETNS_PREFIX", "HOST_NAMES"]
+__all__ = ["Host", "LocalHosts", "LINK", "NETNS_PREFIX", "HOST_NAMES", "why_not"]
 
 #: The veth end's name inside each namespace (the same on both: Horovod intersects interface names).
 LINK = "clc0"
@@ -61,6 +61,19 @@ class Host:
     namespace: str
     address: str
     tmp_link: str  # the veth end's name in the root namespace, before it moved
+
+
+def why_not() -> str | None:
+    """Why this machine cannot host the two ssh hosts (``None``: it can), without starting anything."""
+    try:
+        require_root("two ssh hosts in network namespaces")
+        tools = require_programs("two ssh hosts in network namespaces", ["ip", "sshd", "ssh", "ssh-keygen"])
+        probe = run([tools["ip"], "netns", "list"], check=False)
+    except LocalClusterError as exc:
+        return str(exc)
+    if probe.returncode != 0:
+        return f"`ip netns` does not work here: {probe.stderr.strip()}"
+    return None
 
 
 class LocalHosts:
