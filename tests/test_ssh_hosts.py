@@ -53,7 +53,7 @@ REMOTE_GONE_S = 15
 #: Elastic: Gloo's time-out for a rank waiting on the lost host (see the test), and the run's size.
 GLOO_TIMEOUT_S = 8
 ELASTIC_EPOCHS = 5
-ELASTIC_DATA = ["--train-subset", "2048", "--test-subset", "256"]
+ELASTIC_DATA = ["--train-subset", "1024", "--test-subset", "256"]
 
 
 def namespace_leftovers(before_passwd: str, tag: str, workdir: Path) -> list[str]:
@@ -200,7 +200,7 @@ def test_link_down_ends_a_fixed_size_job_naming_the_lost_host(hosts):
         print(f"hostB empty {time.monotonic() - state['down']:.1f} s after the link went down")
         assert hosts.processes("hostB") == []
     finally:
-        faults.link_up(hosts, "hostB")
+        faults.link_up(hosts, "hostB", wait_s=10)
 
 
 def _event(line: str) -> dict:
@@ -243,7 +243,7 @@ def test_elastic_carries_on_without_the_host_and_readmits_it(hosts, tmp_path):
                                     "env": {"HOROVOD_GLOO_TIMEOUT_SECONDS": str(GLOO_TIMEOUT_S)}},
                             on_line=on_line, timeout=170)
     finally:
-        faults.link_up(hosts, "hostB")
+        faults.link_up(hosts, "hostB", wait_s=10)
     log = tmp_path / "elastic.log"  # the whole log, for a failure's post-mortem
     log.write_text("\n".join(summary["lines"]))
     assert summary["error"] is None and summary["returncode"] == 0, (str(log), summary["lines"][-40:])

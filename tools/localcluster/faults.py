@@ -14,6 +14,7 @@ import time
 from contextlib import contextmanager
 from typing import Iterator
 
+from tools.localcluster.common import run, wait_until
 from tools.localcluster.hosts import LocalHosts
 
 __all__ = ["link_down", "link_up", "link_cut"]
@@ -25,10 +26,25 @@ def link_down(hosts: LocalHosts, host: str) -> float:
     return time.monotonic()
 
 
-def link_up(hosts: LocalHosts, host: str) -> float:
-    """Bring ``host``'s link back (its address and route return with it); when it came back."""
+def link_up(hosts: LocalHosts, host: str, *, wait_s: float = 0.0) -> float:
+    """Bring ``host``'s link back (its address and route return with it); when it came back.
+
+    Args:
+        wait_s: Up to this many seconds, wait until ``host``'s sshd answers from the other host again
+            (0: return at once; the caller measures what follows from the returned time).
+
+    Raises:
+        LocalClusterError: ``wait_s`` passed and the host still does not answer.
+    """
     hosts.set_link(host, up=True)
-    return time.monotonic()
+    back = time.monotonic()
+    if wait_s > 0:
+        other = next(h.name for h in hosts.hosts if h.name != host)
+        address = hosts.host(host).address
+        probe = hosts.exec_argv(other, ["timeout", "1", "bash", "-c", f'exec 3<>"/dev/tcp/{address}/22"'])
+        wait_until(lambda: run(probe, check=False, timeout=5).returncode == 0, timeout=wait_s,
+                   interval=0.2, what=f"{host}'s sshd answering after its link came back")
+    return back
 
 
 @contextmanager
@@ -38,4 +54,4 @@ def link_cut(hosts: LocalHosts, host: str) -> Iterator[float]:
     try:
         yield t0
     finally:
-        link_up(hosts, host)
+        link_up(hosts, host, wait_s=10)

@@ -227,7 +227,8 @@ PartitionName={PARTITION} Nodes={self.node} Default=YES MaxTime={MAX_TIME} State
         """Cancel every job, end slurmd, slurmctld, munged and leftover slurmstepd, wait, remove the
         folder. Safe to call twice, or after a failed start."""
         tools = getattr(self, "tools", {})
-        if "slurmctld" in self.pids and "scancel" in tools:
+        if "slurmctld" in self.pids and "slurmd" in self.pids and "scancel" in tools:
+            # (Without slurmd no job can end cleanly: its daemons are ended below, slurmstepd included.)
             run([tools["scancel"], "--full", f"--partition={PARTITION}"], env=self.env(), check=False, timeout=10)
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline:  # bounded: jobs end within KillWait
