@@ -3,9 +3,10 @@
 ``sbatch cluster/slurm_horovod.sbatch`` trains the course CNN with 2 tasks to the end in both launch
 modes the script offers, and both work with Debian 12's packages: ``LAUNCHER=horovodrun`` (Gloo; the
 one node is this machine, so horovodrun starts both ranks itself, no ssh) and ``LAUNCHER=srun`` with
-``--mpi=pmix`` (Debian's slurm-wlm ships the pmix v4 plugin, and Debian's Open MPI 4.1, which Horovod is
-built against by `make setup`, uses the same system PMIx, so each task finds its rank through
-``srun``). The test reads the job's JSON result line, the digests of both ranks, and the job's state
+``--mpi=pmix`` (Debian 12's slurm-wlm 22.05 ships the pmix v4 plugin, which loads the system's libpmix2
+4.2; Debian's Open MPI 4.1.4, which `make setup` builds Horovod against, was configured
+``--with-pmix=/usr/lib/x86_64-linux-gnu/pmix2``, the same library (``ompi_info``: pmix ext3x), so each task
+finds its rank through ``srun``; ``--mpi=pmi2`` is offered too but not used by the script). The test reads the job's JSON result line, the digests of both ranks, and the job's state
 from ``scontrol`` and ``sacct``.
 
 Bad requests fail with the scheduler's own words, never a hang: more tasks than the node has (pending
