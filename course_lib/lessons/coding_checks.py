@@ -106,6 +106,7 @@ def check_replica_step(replica_step: Callable[..., Any], strategy: Any, *, seed:
         True when the two models end with the same weights.
     """
     import numpy as np
+    from course_lib.training.keras2 import keras
     import tensorflow as tf
 
     key = "02.replica_step"
@@ -118,13 +119,13 @@ def check_replica_step(replica_step: Callable[..., Any], strategy: Any, *, seed:
     dataset = tf.data.Dataset.from_tensor_slices((images, labels)).batch(32)
 
     def small_model() -> Any:
-        init = tf.keras.initializers.GlorotUniform(seed=seed)
-        return tf.keras.Sequential([tf.keras.layers.Flatten(input_shape=(28, 28, 1)),
-                                    tf.keras.layers.Dense(10, kernel_initializer=init)])
+        init = keras.initializers.GlorotUniform(seed=seed)
+        return keras.Sequential([keras.layers.Flatten(input_shape=(28, 28, 1)),
+                                    keras.layers.Dense(10, kernel_initializer=init)])
 
     reference = small_model()
-    ref_opt = tf.keras.optimizers.SGD(0.5)
-    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    ref_opt = keras.optimizers.SGD(0.5)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     for x, y in dataset:
         with tf.GradientTape() as tape:
             loss = loss_fn(y, reference(x, training=True))
@@ -132,7 +133,7 @@ def check_replica_step(replica_step: Callable[..., Any], strategy: Any, *, seed:
                                     reference.trainable_variables))
     with strategy.scope():
         model = small_model()
-        optimizer = tf.keras.optimizers.SGD(0.5)
+        optimizer = keras.optimizers.SGD(0.5)
     try:
         for x, y in strategy.experimental_distribute_dataset(dataset):
             strategy.run(replica_step, args=(model, optimizer, x, y))
