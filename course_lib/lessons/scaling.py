@@ -148,10 +148,11 @@ def scaling_table(records: Iterable[Any], *, mode: str | None = None) -> "pandas
 
     Returns:
         DataFrame sorted by devices with columns ``devices, per_device_batch, global_batch,
-        images_per_sec, speedup, efficiency, mode, runs, efficiency_ci95``. The last is the
-        half-width of the efficiency's 95 % interval, propagated from the runs' own
-        ``images_per_sec_ci95`` (relative errors of T_N and T_1 added in quadrature); NaN where
-        a run did not report one or several runs were reduced to their median.
+        images_per_sec, speedup, efficiency, mode, runs, efficiency_ci95, images_per_sec_ci95``.
+        ``efficiency_ci95`` is the half-width of the efficiency's 95 % interval, propagated from
+        the runs' own ``images_per_sec_ci95`` (relative errors of T_N and T_1 added in quadrature;
+        the speed-up's is N times it); both are NaN where a run did not report one or several
+        runs were reduced to their median.
 
     Raises:
         ValueError: No records, no 1-device baseline, or unknown ``mode``.
@@ -200,16 +201,23 @@ def scaling_table(records: Iterable[Any], *, mode: str | None = None) -> "pandas
     relative = grouped["ci95"] / grouped["images_per_sec"]
     grouped["efficiency_ci95"] = grouped["efficiency"] * (relative ** 2 + base_rel ** 2) ** 0.5
     grouped.loc[grouped["devices"] == 1, "efficiency_ci95"] = 0.0 if base_rel == base_rel else math.nan
+    grouped["images_per_sec_ci95"] = grouped["ci95"]
     return grouped[["devices", "per_device_batch", "global_batch", "images_per_sec", "speedup",
-                    "efficiency", "mode", "runs", "efficiency_ci95"]]
+                    "efficiency", "mode", "runs", "efficiency_ci95", "images_per_sec_ci95"]]
 
 
-def plot_scaling(table: "pandas.DataFrame", *, title: str = "") -> "matplotlib.figure.Figure":
-    """Throughput vs N with the ideal line, and efficiency vs N, side by side.
+def plot_scaling(table: "pandas.DataFrame", *, title: str = "",
+                 ceiling: tuple[str, float] | None = None) -> "matplotlib.figure.Figure":
+    """Throughput vs N with the ideal line, and efficiency vs N, side by side, with error bars.
+
+    Each measured point carries its 95 % interval where the table has one (``images_per_sec_ci95``,
+    ``efficiency_ci95``); a point without one is drawn without a bar.
 
     Args:
         table: From :func:`scaling_table`.
         title: Figure title.
+        ceiling: ``(label, images/s)`` of a measured limit of this machine, drawn as a horizontal
+            line on the throughput panel (notebook 02: one device with the same global batch).
 
     Returns:
         A ``matplotlib.figure.Figure`` (not registered with pyplot): show it with
@@ -218,19 +226,30 @@ def plot_scaling(table: "pandas.DataFrame", *, title: str = "") -> "matplotlib.f
     """
     from matplotlib.figure import Figure
 
+    def bars(column: str, scale: float = 1.0) -> list[float] | None:
+        if column not in table:
+            return None
+        values = [float(v) * scale for v in table[column]]
+        return None if all(math.isnan(v) for v in values) else [0.0 if math.isnan(v) else v for v in values]
+
     devices = [int(n) for n in table["devices"]]
     rates = [float(v) for v in table["images_per_sec"]]
     baseline = rates[devices.index(1)] if 1 in devices else rates[0] / devices[0]
     fig = Figure(figsize=(10, 4), layout="constrained")
     ax_rate, ax_eff = fig.subplots(1, 2)
     ax_rate.plot(devices, [baseline * n for n in devices], "--", color="grey", label="ideal (linear)")
-    ax_rate.plot(devices, rates, "o-", label="measured")
+    ax_rate.errorbar(devices, rates, yerr=bars("images_per_sec_ci95"), fmt="o-", capsize=4,
+                     label="measured (95 % interval)")
+    if ceiling is not None:
+        ax_rate.axhline(ceiling[1], linestyle=":", color="tab:red", label=ceiling[0])
     ax_rate.set_xlabel("devices N")
     ax_rate.set_ylabel("images / s")
     ax_rate.set_xticks(devices)
+    ax_rate.set_ylim(bottom=0)
     ax_rate.legend()
     ax_eff.axhline(100.0, linestyle="--", color="grey", label="ideal")
-    ax_eff.plot(devices, [100.0 * float(e) for e in table["efficiency"]], "o-", label="measured")
+    ax_eff.errorbar(devices, [100.0 * float(e) for e in table["efficiency"]], yerr=bars("efficiency_ci95", 100.0),
+                    fmt="o-", capsize=4, label="measured (95 % interval)")
     ax_eff.set_xlabel("devices N")
     ax_eff.set_ylabel("scaling efficiency (%)")
     ax_eff.set_xticks(devices)

@@ -206,7 +206,7 @@ def plan_workers(gpus: int | None = None, cores: int | None = None, *, at_least:
                       min(workers, slots) / workers)
 
 
-def mirrored_layout(replicas: int, gpus: int) -> tuple[str, bool, float]:
+def mirrored_layout(replicas: int, gpus: int) -> tuple[str, bool]:
     """Where notebook 02's MirroredStrategy puts ``replicas`` replicas on a machine with ``gpus`` GPUs.
 
     Args:
@@ -214,9 +214,10 @@ def mirrored_layout(replicas: int, gpus: int) -> tuple[str, bool, float]:
         gpus: Physical GPUs, >= 0.
 
     Returns:
-        ``(kind, simulated, ideal_efficiency)``: ``("gpu", False, 1.0)`` when there is a GPU per replica;
-        otherwise the replicas are simulated on one chip (GPU 0 split, or the CPU split) and share it,
-        so the best weak-scaling efficiency is ``1 / replicas``.
+        ``(kind, simulated)``: ``("gpu", False)`` when there is a GPU per replica; otherwise the
+        replicas are simulated on one chip (GPU 0 split, or the CPU split) and share it. Notebook 02
+        measures what sharing costs against one device with the same global batch; no efficiency
+        bound follows from the layout alone (a larger global batch alone runs faster).
 
     Raises:
         ValueError: ``replicas < 1`` or ``gpus < 0``.
@@ -224,5 +225,5 @@ def mirrored_layout(replicas: int, gpus: int) -> tuple[str, bool, float]:
     _count("replicas", replicas, 1)
     _count("gpus", gpus, 0)
     if gpus >= replicas:
-        return "gpu", False, 1.0
-    return ("gpu" if gpus else "cpu"), replicas > 1, 1.0 / replicas
+        return "gpu", False
+    return ("gpu" if gpus else "cpu"), replicas > 1
