@@ -16,6 +16,7 @@ import hashlib
 import json
 import math
 import os
+import random
 
 os.environ["TF_USE_LEGACY_KERAS"] = "1"  # Keras 2 before TensorFlow loads: Horovod's Keras layer needs it
 
@@ -52,7 +53,11 @@ def main():
         gpu = gpus[hvd.local_rank() % len(gpus)]  # Horovod: more workers than GPUs share one
         tf.config.set_visible_devices(gpu, "GPU")  # Horovod: this process sees only its GPU
         tf.config.experimental.set_memory_growth(gpu, True)  # Horovod: allocate as needed
-    keras.utils.set_random_seed(args.seed)
+    # What keras.utils.set_random_seed does, without the seed generator that tf_keras 2.18 breaks on
+    # Python 3.12 (tf-keras#803): Python's, NumPy's and TensorFlow's generators.
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    tf.random.set_seed(args.seed)
 
     train = images("train", args.train_subset)
     train = train.shard(hvd.size(), hvd.rank())  # Horovod: each worker reads its own shard

@@ -15,6 +15,7 @@ import hashlib
 import json
 import math
 import os
+import random
 
 os.environ["TF_USE_LEGACY_KERAS"] = "1"  # Keras 2 before TensorFlow loads: Horovod's Keras layer needs it
 
@@ -44,7 +45,11 @@ def images(split, n):
 
 def main():
     args = parse_args()
-    keras.utils.set_random_seed(args.seed)
+    # What keras.utils.set_random_seed does, without the seed generator that tf_keras 2.18 breaks on
+    # Python 3.12 (tf-keras#803): Python's, NumPy's and TensorFlow's generators.
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    tf.random.set_seed(args.seed)
 
     train = images("train", args.train_subset)
     train = train.shuffle(10_000, seed=args.seed).batch(args.batch_size).repeat()

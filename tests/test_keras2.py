@@ -117,3 +117,21 @@ def test_without_the_variable_tf_keras_is_keras_3() -> None:
     """The control: what keras2 prevents (TensorFlow 2.18's tf.keras is Keras 3 by default)."""
     info = _fresh("import json, tensorflow as tf; print(json.dumps({'module': tf.keras.Model.__module__}))")
     assert not info["module"].startswith("tf_keras"), info
+
+
+@pytest.mark.slow  # > 2 s: left out of `make check`
+def test_set_random_seed_then_unseeded_layers_work_and_repeat() -> None:
+    """tf_keras 2.18 draws unseeded layers' seeds with randint(1, 1e9), a TypeError on Python 3.12
+    (tf-keras#803); keras2 hands it a generator that takes the float bound, in the same state."""
+    info = _fresh("""
+import json
+from course_lib.training.keras2 import keras
+from tf_keras.src import backend
+def weights():
+    keras.utils.set_random_seed(7)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3), keras.layers.Dropout(0.5)])
+    return model.layers[0].kernel.numpy().tolist()
+first, second = weights(), weights()
+print(json.dumps({"same": first == second, "generator": type(backend._SEED_GENERATOR.generator).__name__}))
+""")
+    assert info == {"same": True, "generator": "_IntBoundsRandom"}

@@ -61,6 +61,17 @@ def test_reseed_dropout_refuses_to_reseed_nothing() -> None:
     assert proc.stdout.startswith("raised:"), proc.stdout
 
 
+def test_tf_keras_seed_generator_holder_used_by_keras2() -> None:
+    """course_lib.training.keras2 replaces tf_keras's ``backend._SEED_GENERATOR`` (a thread-local whose
+    ``generator`` ``set_random_seed`` sets, and whose ``randint(1, 1e9)`` seeds unseeded layers)."""
+    from tf_keras.src import backend
+    from tf_keras.src.utils import tf_utils
+
+    assert hasattr(backend, "_SEED_GENERATOR")
+    assert "backend._SEED_GENERATOR.generator = random.Random(seed)" in inspect.getsource(tf_utils.set_random_seed)
+    assert "_SEED_GENERATOR.generator.randint(1, 1e9)" in inspect.getsource(backend.RandomGenerator._create_seed)
+
+
 def test_keras2_optimizer_internals_used_by_lars_and_lamb() -> None:
     """LARS/LAMB (course_lib.training.optimizers) use Keras 2's optimizer internals (tf_keras 2.18, as in 2.15):
     ``_var_key``, ``_index_dict`` (slot index of a variable), ``_serialize_hyperparameter`` and

@@ -23,7 +23,39 @@ LEGACY_KERAS_VARIABLE = "TF_USE_LEGACY_KERAS"
 # Set before TensorFlow first resolves tf.keras (here, or in a process this one starts).
 os.environ[LEGACY_KERAS_VARIABLE] = "1"
 
+import random  # noqa: E402
+import threading  # noqa: E402
+
 import tf_keras as keras  # noqa: E402  (after the variable: the point of this module)
+from tf_keras.src import backend as _tf_keras_backend  # noqa: E402
+
+
+class _IntBoundsRandom(random.Random):
+    """``random.Random`` whose ``randint`` takes tf_keras's float bound ``1e9`` as Python 3.11 did.
+
+    tf_keras 2.18 draws each unseeded layer's seed with ``generator.randint(1, 1e9)`` once
+    ``keras.utils.set_random_seed`` has run; Python 3.12 refuses a float there (TypeError). Upstream:
+    keras-team/tf-keras#803, fix in PR #815 (unreleased). Same numbers as on 3.11 (int(1e9) bound).
+    """
+
+    def randint(self, a: float, b: float) -> int:  # type: ignore[override]
+        return super().randint(int(a), int(b))
+
+
+class _SeedGenerator(threading.local):
+    """tf_keras's per-thread seed generator holder, handing out an ``_IntBoundsRandom`` in the same state."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name == "generator" and type(value) is random.Random:
+            fixed = _IntBoundsRandom()
+            fixed.setstate(value.getstate())
+            value = fixed
+        super().__setattr__(name, value)
+
+
+# Private tf_keras API (tests/test_private_apis.py names it): set_random_seed assigns
+# backend._SEED_GENERATOR.generator = random.Random(seed); the holder above converts it.
+_tf_keras_backend._SEED_GENERATOR = _SeedGenerator()
 
 
 def is_active() -> tuple[bool, str]:
