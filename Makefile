@@ -64,6 +64,7 @@ test-notebooks: setup
 	$(PY) -m pytest $(NB06) $(PYTEST_ARGS)
 
 notebooks: setup
+	$(PY) tools/navigation.py
 	$(PY) tools/run_notebooks.py
 
 bench: setup

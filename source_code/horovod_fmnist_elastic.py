@@ -21,6 +21,7 @@ time the group is formed.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import socket
 import sys
@@ -84,8 +85,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"group formed ({why}): {hvd.size()} worker(s)", flush=True)
 
     model = models.build_model(seed=args.seed)
-    # Horovod: the learning rate follows the CURRENT number of workers (reset below).
-    optimizer = hvd.DistributedOptimizer(optimizers.get_optimizer("adam", args.lr * hvd.size()))
+    def scaled_lr() -> float:
+        """Horovod: Adam's rate follows the CURRENT number of workers, by its square root (notebook 04)."""
+        return args.lr * math.sqrt(hvd.size())
+
+    optimizer = hvd.DistributedOptimizer(optimizers.get_optimizer("adam", scaled_lr()))
     models.compile_model(model, optimizer)
 
     def warmup_step() -> None:
@@ -106,10 +110,9 @@ def main(argv: list[str] | None = None) -> int:
         update (back to the last commit), and rescale the learning rate to the new size."""
         warmup_step()
         state.restore()  # Horovod: back to the committed weights (the warm-up step changed them)
-        model.optimizer.learning_rate = args.lr * hvd.size()  # Horovod: LR x size
+        model.optimizer.learning_rate = scaled_lr()  # Horovod: the rate for the new size
         if hvd.rank() == 0:
-            emit("reset", args.json, size=hvd.size(), epoch=state.epoch,
-                 lr=args.lr * hvd.size())
+            emit("reset", args.json, size=hvd.size(), epoch=state.epoch, lr=scaled_lr())
         announce("reset")
 
     state.register_reset_callbacks([on_state_reset])  # Horovod: run after every re-formed group
@@ -156,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         steps = arith["steps_per_epoch"]
         if rank == 0:
             print(f"training epochs {first + 1}..{args.epochs} on {workers} worker(s), lr "
-                  f"{args.lr * workers:g}", flush=True)
+                  f"{scaled_lr():g}", flush=True)
         # Horovod: re-shard for the current size; the order depends only on (seed, epoch).
         train_data = pipeline.make_epochs_dataset(
             fmnist.x_train, fmnist.y_train, batch_size=args.batch_size, seed=args.seed,
@@ -176,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     if hvd.rank() == 0:
         emit("config", args.json, script="horovod_fmnist_elastic.py", strategy="horovod-elastic",
              workers=hvd.size(), per_worker_batch=args.batch_size, train_size=n_train,
-             epochs=args.epochs, first_epoch=1, base_lr=args.lr, lr=args.lr * hvd.size(),
+             epochs=args.epochs, first_epoch=1, base_lr=args.lr, lr=scaled_lr(),
              scale_lr=True, optimizer="adam", seed=args.seed)
     announce("start")
     train(state)

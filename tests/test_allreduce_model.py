@@ -127,3 +127,33 @@ def test_check_prediction(capsys):
     am.check_prediction(right, fit=model, size_bytes=size, workers=2, measured_s=right,
                         measured_iqr_s=(right * 0.9, right * 1.1))
     assert "inside the measured IQR: True" in capsys.readouterr().out
+
+
+def test_the_cycle_wait_is_paid_once_per_call_and_the_hops_per_hop():
+    size = 16 * 2 ** 20
+    model = AlphaBeta(alpha_s=6e-3, beta_bytes_per_s=1e9, workers=2, alpha_call_s=5e-3)
+    assert model.alpha_per_hop() == pytest.approx(0.5e-3)                       # (6 - 5) ms over 2 hops
+    assert model.predict(size) == pytest.approx(6e-3 + size / 1e9)              # the fit's own N: all of alpha
+    assert model.predict(size, 8) == pytest.approx(5e-3 + 14 * 0.5e-3 + 1.75 * size / 1e9)
+    all_hops = AlphaBeta(alpha_s=6e-3, beta_bytes_per_s=1e9, workers=2)        # no cycle part measured
+    assert all_hops.predict(size, 8) == pytest.approx(7 * 6e-3 + 1.75 * size / 1e9)
+    with pytest.raises(ValueError, match="part of alpha"):
+        AlphaBeta(alpha_s=1e-3, beta_bytes_per_s=1e9, workers=2, alpha_call_s=2e-3)
+
+
+def test_exercise_2_rejects_the_model_that_multiplies_the_whole_alpha(capsys):
+    size = 16 * 2 ** 20
+    model = AlphaBeta(alpha_s=6e-3, beta_bytes_per_s=1e9, workers=2, alpha_call_s=5e-3)
+    assert am.check_prediction(5e-3 + 7e-3 + 1.75 * size / 1e9, fit=model, size_bytes=size, workers=8) is True
+    assert am.check_prediction(42e-3 + 1.75 * size / 1e9, fit=model, size_bytes=size, workers=8) is False
+    assert am.check_prediction(6e-3 + 1.75 * size / 1e9, fit=model, size_bytes=size, workers=8) is False
+    assert "once per hop" in capsys.readouterr().out
+
+
+def test_cycle_part_is_the_slope_of_alpha_against_the_cycle():
+    assert am.cycle_part({1e-3: 1.8e-3, 5e-3: 5.8e-3}) == pytest.approx(1.0)
+    assert am.cycle_part({1e-3: 2e-3, 5e-3: 2e-3}) == pytest.approx(0.0, abs=1e-12)   # no cycle effect: 0
+    with pytest.raises(ValueError, match="two or more"):
+        am.cycle_part({5e-3: 6e-3})
+    with pytest.raises(ValueError, match=">= 0"):
+        am.cycle_part({1e-3: -1e-3, 5e-3: 6e-3})

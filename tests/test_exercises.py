@@ -295,3 +295,71 @@ def test_replica_step_check_accepts_the_solution_and_rejects_wrong_steps(tmp_pat
     assert verdicts == {"solution": True, "per_replica_batch": False, "fixed_global_batch": False,
                         "no_update": False, "unwritten": False}, proc.stdout
     assert "not written yet" in proc.stdout and "Hint:" in proc.stdout
+
+
+# --- the coding exercise of 01: finish a ring all-reduce -------------------------------------------
+WRONG_RINGS = {
+    "all_gather_adds": ("chunks[(w + 1) % n][c] = payload", "chunks[(w + 1) % n][c] += payload"),
+    "wrong_chunk": ("(w + 1 - s) % n, chunks[w][(w + 1 - s) % n]", "(w - s) % n, chunks[w][(w - s) % n]"),
+    "one_step_short": ("for s in range(n - 1):                      # all-gather",
+                       "for s in range(n - 2):                      # all-gather"),
+}
+
+
+def _wrong_ring(name: str):
+    import inspect
+
+    old, new = WRONG_RINGS[name]
+    source = inspect.getsource(answers.ring_allreduce)
+    assert source.count(old) == 1, f"{name}: the solution no longer has {old!r}"
+    namespace: dict[str, Any] = {}
+    exec(source.replace(old, new), namespace)  # noqa: S102
+    return namespace["ring_allreduce"]
+
+
+def test_ring_check_accepts_the_solution(capsys: pytest.CaptureFixture[str]) -> None:
+    from course_lib.lessons.exercises import check_ring_allreduce
+
+    assert check_ring_allreduce(answers.ring_allreduce) is True
+    assert "correct" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", sorted(WRONG_RINGS))
+def test_ring_check_rejects_typical_wrong_rings(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from course_lib.lessons.exercises import check_ring_allreduce
+
+    assert check_ring_allreduce(_wrong_ring(name)) is False
+    out = capsys.readouterr().out
+    assert "not yet" in out and "Hint:" in out
+
+
+def test_ring_check_unwritten_and_broken(capsys: pytest.CaptureFixture[str]) -> None:
+    from course_lib.lessons.exercises import check_ring_allreduce
+
+    def unwritten(arrays):
+        raise NotImplementedError
+
+    assert check_ring_allreduce(unwritten) is False
+    assert "not written yet" in capsys.readouterr().out
+    assert check_ring_allreduce(lambda arrays: arrays[:1]) is False
+    assert "return one per worker" in capsys.readouterr().out
+    assert check_ring_allreduce(lambda arrays: 1 / 0) is False
+    assert "ZeroDivisionError" in capsys.readouterr().out
+
+
+def test_01_notebook_gives_the_solutions_reduce_scatter() -> None:
+    """The skeleton in 01 and the solution share the given half line for line (they cannot drift apart)."""
+    import inspect
+
+    import nbformat
+
+    nb = nbformat.read(ROOT / "notebooks" / "01_data_parallelism.ipynb", as_version=4)
+    skeleton = next(c.source for c in nb.cells if c.cell_type == "code" and "def my_ring_allreduce(" in c.source)
+    solution = inspect.getsource(answers.ring_allreduce).splitlines()
+    given = solution[solution.index(next(s for s in solution if "n = len(arrays)" in s)):
+                     solution.index(next(s for s in solution if "# all-gather" in s))]
+    for line in given:
+        code = line.split("#")[0].strip()       # comments may differ, code may not
+        if code:
+            assert code in skeleton, f"01's skeleton lacks the solution's line {code!r}"
+    assert "raise NotImplementedError" in skeleton

@@ -6,7 +6,10 @@ call. The alpha-beta model says so in one line::
 
     T(S) = alpha + 2 (N - 1) / N x S / beta
 
-alpha (seconds) is the latency: Horovod's negotiation, its cycle wait, the hops of the ring;
+alpha (seconds) is the latency of the whole call at that N: Horovod's cycle wait and negotiation,
+paid once per call, plus the 2 (N - 1) hops of the ring, each with its own fixed cost. Fitting alpha
+at two cycle times (:func:`cycle_part`) tells the once-per-call part from the rest, so that a
+prediction for another N scales only the per-hop part (:meth:`AlphaBeta.predict`);
 beta (bytes per second) is the bandwidth each link sustains. Bandwidths follow NVIDIA's nccl-tests
 (doc/PERFORMANCE.md): algorithm bandwidth ``algbw = S / t`` and bus bandwidth
 ``busbw = algbw x 2 (N - 1) / N`` (comparable across worker counts; it approaches beta).
@@ -27,7 +30,7 @@ if TYPE_CHECKING:
     import pandas
 
 __all__ = ["AlphaBeta", "ring_factor", "algorithm_bandwidth", "bus_bandwidth", "bench_table",
-           "fit_alpha_beta", "plot_fit", "check_prediction"]
+           "fit_alpha_beta", "cycle_part", "plot_fit", "check_prediction"]
 
 
 def ring_factor(workers: int) -> float:
@@ -63,28 +66,42 @@ class AlphaBeta:
     """A fitted (or assumed) alpha-beta model of one all-reduce.
 
     Attributes:
-        alpha_s: Latency in seconds (fixed cost of one call).
+        alpha_s: Latency in seconds: the fixed cost of one call on ``workers`` workers.
         beta_bytes_per_s: Bandwidth of one link in bytes per second.
         workers: Worker count the model was fitted on (its alpha holds 2 (N - 1) ring hops).
         rms_relative_error: Root-mean-square of (measured - model) / measured over the fitted
             points; NaN for an assumed model.
+        alpha_call_s: The part of ``alpha_s`` paid once per call whatever N (the cycle wait,
+            measured by :func:`cycle_part`); the rest, ``alpha_s - alpha_call_s``, is spread over
+            the ring's ``2 (N - 1)`` hops. 0 (the default) treats all of alpha as hops.
     """
 
     alpha_s: float
     beta_bytes_per_s: float
     workers: int
     rms_relative_error: float = math.nan
+    alpha_call_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.alpha_call_s <= self.alpha_s:
+            raise ValueError(f"alpha_call_s={self.alpha_call_s!r} must lie between 0 and alpha_s={self.alpha_s!r}: "
+                             "the once-per-call part is a part of alpha")
+
+    def alpha_per_hop(self) -> float:
+        """Seconds each of the ``2 (N - 1)`` ring hops adds: ``(alpha - alpha_call) / (2 (N - 1))``."""
+        return (self.alpha_s - self.alpha_call_s) / (2 * (self.workers - 1)) if self.workers > 1 else 0.0
 
     def predict(self, size_bytes: float | np.ndarray, workers: int | None = None) -> Any:
         """Predicted seconds of one all-reduce of ``size_bytes`` over ``workers`` (default: fit's).
 
-        For another worker count, the bandwidth term uses that count's ``2 (N - 1) / N`` and the
-        latency scales with the ``2 (N - 1)`` hops of the ring (alpha per hop stays the same).
+        ``alpha_call + 2 (N - 1) x alpha_per_hop + 2 (N - 1) / N x S / beta``: for another worker
+        count the once-per-call part stays, the per-hop part follows the ``2 (N - 1)`` hops and the
+        bandwidth term that count's ``2 (N - 1) / N``.
         """
         n = self.workers if workers is None else workers
-        hops = (n - 1) / (self.workers - 1) if self.workers > 1 else 1.0
         size = np.asarray(size_bytes, dtype=float)
-        value = self.alpha_s * hops + ring_factor(n) * size / self.beta_bytes_per_s
+        hops = 2 * (n - 1) * self.alpha_per_hop() if self.workers > 1 else self.alpha_s - self.alpha_call_s
+        value = self.alpha_call_s + hops + ring_factor(n) * size / self.beta_bytes_per_s
         return float(value) if value.ndim == 0 else value
 
     def describe(self) -> str:
@@ -163,6 +180,32 @@ def fit_alpha_beta(sizes_bytes: Sequence[float], seconds: Sequence[float],
     return AlphaBeta(float(alpha), float(1.0 / inv_beta), int(workers), rms)
 
 
+def cycle_part(alphas_by_cycle_s: Mapping[float, float]) -> float:
+    """How much of alpha one second of Horovod's cycle time adds: the slope of alpha against the cycle.
+
+    Horovod's background thread looks for ready tensors once per cycle (``HOROVOD_CYCLE_TIME``), so a
+    call waits for the next cycle, once, whatever N. Fitting alpha at two or more cycle times and
+    taking the least-squares slope separates that wait from the rest: at cycle ``c`` the
+    once-per-call part is ``slope x c`` (notebook 05 prints it).
+
+    Args:
+        alphas_by_cycle_s: ``{cycle time in seconds: fitted alpha in seconds}``, two or more cycles.
+
+    Returns:
+        The slope, seconds of alpha per second of cycle (about 1 when a call waits one whole cycle).
+
+    Raises:
+        ValueError: Fewer than two distinct cycle times, or a negative value.
+    """
+    cycles = np.asarray(list(alphas_by_cycle_s), dtype=float)
+    alphas = np.asarray(list(alphas_by_cycle_s.values()), dtype=float)
+    if len(np.unique(cycles)) < 2:
+        raise ValueError("cycle_part needs alpha at two or more different cycle times, e.g. 1 ms and 5 ms")
+    if np.any(cycles < 0) or np.any(alphas < 0):
+        raise ValueError("cycle times and alphas must be >= 0 seconds")
+    return float(np.polyfit(cycles, alphas, 1)[0])
+
+
 def plot_fit(table: "pandas.DataFrame", fits: Mapping[str, AlphaBeta], ax: Any = None) -> Any:
     """Log-log plot of measured all-reduce times (median, IQR bars) and each fitted model.
 
@@ -231,8 +274,9 @@ def check_prediction(answer_s: float | None, *, fit: AlphaBeta, size_bytes: floa
     if ok:
         print("[05.predict] correct: your prediction matches the fitted model.")
     else:
-        print(f"[05.predict] not yet: {value:.6g} s. Hint: alpha + 2 (N - 1) / N x S / beta, with "
-              "S in bytes, beta in bytes per second and alpha in seconds.")
+        print(f"[05.predict] not yet: {value:.6g} s. Hint: the cycle part of alpha once, the per-hop part "
+              "once per hop of the ring (2 (N - 1) hops), and 2 (N - 1) / N x S / beta, with S in bytes, beta "
+              "in bytes per second and times in seconds.")
     if measured_s is not None:
         off = (expected - measured_s) / measured_s
         inside = measured_iqr_s is not None and measured_iqr_s[0] <= expected <= measured_iqr_s[1]

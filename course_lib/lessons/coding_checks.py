@@ -1,5 +1,6 @@
 """Self-checks of the coding exercises: they read what the learner's own code did, never a stored answer.
 
+``check_ring_allreduce`` (notebooks/01_data_parallelism.ipynb) runs the learner's ring on arrays it draws;
 ``check_horovod_run`` (notebooks/03_horovod.ipynb) reads a Horovod run's output; ``check_replica_step``
 (notebooks/02_mirrored_strategy.ipynb) runs the learner's replica step next to a one-device reference.
 Both are re-exported by :mod:`course_lib.lessons.exercises`, where the notebooks import them.
@@ -12,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
-__all__ = ["check_horovod_run", "check_replica_step", "steps_shown"]
+__all__ = ["check_horovod_run", "check_replica_step", "check_ring_allreduce", "steps_shown"]
 
 _KERAS_STEPS = re.compile(r"^\s*(\d+)/(\d+) - ")  # Keras verbose=2: "24/24 - 3s - loss: ..."
 
@@ -151,3 +152,53 @@ def check_replica_step(replica_step: Callable[..., Any], strategy: Any, *, seed:
           "the per-example losses by the images of this step on ALL replicas (the last step is partial), "
           "then apply the gradients.")
     return False
+
+
+def check_ring_allreduce(ring: Callable[[list[Any]], list[Any]], *, seed: int = 0) -> bool:
+    """Self-check of the coding exercise of notebooks/01_data_parallelism.ipynb: finish a ring all-reduce.
+
+    ``ring(arrays)`` is the learner's function: one 1-D array per worker in, one array per worker out.
+    The check draws random arrays for 2, 3, 4 and 5 workers, of lengths that N divides and that it
+    does not (uneven chunks), and wants every worker to end with the element-wise sum, computed here
+    from the same arrays. An all-gather that adds instead of replacing, a wrong chunk index or a step
+    too few leaves some worker with a wrong chunk, which the check names.
+
+    Args:
+        ring: The learner's function.
+        seed: Seed of the arrays.
+
+    Returns:
+        True when every worker holds the sum for every N tried.
+    """
+    import numpy as np
+
+    key = "01.ring_allreduce"
+    rng = np.random.default_rng(seed)
+    for workers in (2, 3, 4, 5):
+        for length in (2 * workers, 2 * workers + 1):
+            arrays = [rng.normal(size=length) for _ in range(workers)]
+            expected = np.sum(arrays, axis=0)
+            try:
+                results = ring([a.copy() for a in arrays])
+            except NotImplementedError:
+                print(f"[{key}] not written yet — finish my_ring_allreduce in the cell above and run both cells.")
+                return False
+            except Exception as exc:  # the learner's code failed: say how, do not crash the notebook
+                print(f"[{key}] not yet: your ring raised {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+                return False
+            if results is None or len(results) != workers:
+                print(f"[{key}] not yet: with {workers} workers your function returned "
+                      f"{'nothing' if results is None else len(results)} arrays; return one per worker.")
+                return False
+            for w, got in enumerate(results):
+                got = np.asarray(got, dtype=float)
+                if got.shape != expected.shape or not np.allclose(got, expected):
+                    bad = (np.flatnonzero(~np.isclose(got, expected)) if got.shape == expected.shape
+                           else "its shape")
+                    print(f"[{key}] not yet: with {workers} workers and arrays of {length}, worker {w} is wrong "
+                          f"at positions {bad}. Hint: after the reduce-scatter worker w owns the finished chunk "
+                          "(w + 1) mod N; in each all-gather step every worker passes on the finished chunk it "
+                          "received last, and the receiver stores it as it is.")
+                    return False
+    print(f"[{key}] correct: every worker holds the sum, for 2 to 5 workers and uneven chunks.")
+    return True

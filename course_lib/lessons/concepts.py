@@ -7,6 +7,8 @@
   the full gradient to every worker, counting bytes sent by the busiest node in both, and the
   messages in a row (the latency term: ``2 (N - 1)`` for the ring).
 - :func:`synchronous_vs_asynchronous` shows what a straggler costs each scheme.
+- :func:`plot_ring_trace` draws the trace of notebook 01's hand-written ring (who sends which chunk
+  at each step) as a picture.
 
 Introduced in notebooks/01_data_parallelism.ipynb.
 """
@@ -19,9 +21,12 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
+    import matplotlib.figure
+    import matplotlib.patches
     import pandas
 
-__all__ = ["AllReduceResult", "ring_allreduce", "allreduce_cost_table", "synchronous_vs_asynchronous"]
+__all__ = ["AllReduceResult", "ring_allreduce", "allreduce_cost_table", "synchronous_vs_asynchronous",
+           "plot_ring_trace"]
 
 
 @dataclass
@@ -154,3 +159,50 @@ def synchronous_vs_asynchronous(compute_times_s: Sequence[float], steps: int = 1
         {"scheme": "asynchronous", "updates_per_s": async_updates / horizon,
          "batches_per_update": 1, "mean_staleness": staleness, "max_staleness": slowest},
     ])
+
+
+def plot_ring_trace(trace: "pandas.DataFrame") -> "matplotlib.figure.Figure":
+    """A picture of a ring all-reduce: one row per worker, one column per step, the chunk it sends.
+
+    Args:
+        trace: One row per step with columns ``step``, ``phase`` (``reduce-scatter`` or
+            ``all-gather``) and ``worker W sends`` holding ``chunk C`` (notebook 01's
+            ``ring_allreduce_by_hand`` returns it).
+
+    Returns:
+        A ``matplotlib.figure.Figure`` (show it with ``course_lib.lessons.display.show_figure``):
+        reduce-scatter steps in one colour, all-gather steps in another, each cell labelled with
+        the chunk the worker passes to its right neighbour.
+
+    Raises:
+        ValueError: A trace without steps or without ``worker W sends`` columns.
+    """
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    senders = [c for c in trace.columns if str(c).startswith("worker ") and str(c).endswith(" sends")]
+    if len(trace) == 0 or not senders:
+        raise ValueError("plot_ring_trace needs a trace with steps and 'worker W sends' columns "
+                         "(one worker has nothing to send)")
+    colours = {"reduce-scatter": "#9ecae1", "all-gather": "#fdd0a2"}
+    fig = Figure(figsize=(1.1 * len(trace) + 2, 0.6 * len(senders) + 1.4), layout="constrained")
+    ax = fig.subplots()
+    for x, (_, row) in enumerate(trace.iterrows()):
+        for y, column in enumerate(senders):
+            ax.add_patch(_cell(x, y, colours[str(row["phase"])]))
+            ax.text(x + 0.5, y + 0.5, str(row[column]).replace("chunk ", "c"), ha="center", va="center")
+    ax.set_xlim(0, len(trace))
+    ax.set_ylim(len(senders), 0)
+    ax.set_xticks([x + 0.5 for x in range(len(trace))], [str(s) for s in trace["step"]])
+    ax.set_yticks([y + 0.5 for y in range(len(senders))], [c.replace(" sends", "") for c in senders])
+    ax.set_xlabel("step (each worker sends the chunk shown to the worker below it, the last to the first)")
+    ax.legend(handles=[Patch(color=c, label=p) for p, c in colours.items()], loc="upper left",
+              bbox_to_anchor=(1.0, 1.0))
+    ax.set_title("Ring all-reduce: the chunk each worker sends at each step")
+    return fig
+
+
+def _cell(x: int, y: int, colour: str) -> "matplotlib.patches.Rectangle":
+    from matplotlib.patches import Rectangle
+
+    return Rectangle((x, y), 1, 1, facecolor=colour, edgecolor="white")

@@ -25,10 +25,11 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from course_lib.lessons.coding_checks import check_horovod_run, check_replica_step, steps_shown
+from course_lib.lessons.coding_checks import (check_horovod_run, check_replica_step, check_ring_allreduce,
+                                              steps_shown)
 
 __all__ = ["Exercise", "EXERCISES", "check", "answer_digest", "check_horovod_run", "check_replica_step",
-           "steps_shown"]
+           "check_ring_allreduce", "steps_shown"]
 
 #: Salt of the digests of word answers (with the exercise's key): a stored digest matches no public table.
 SALT = "course_lib.exercises.v1"

@@ -39,6 +39,8 @@ WRONG = {
 
 # Coding exercises: the solution is a file; the self-check reads the learner's run, not a stored value.
 CODING = {
+    # 01_data_parallelism: finish the ring all-reduce (the all-gather half), ring_allreduce below.
+    "01.ring_allreduce": "instructor/solutions/answers.py::ring_allreduce",
     # 03_horovod: turn source_code/keras_fmnist.py into a Horovod script and run it with 2 workers.
     # The course's own minimal script IS the solution (diff it against keras_fmnist.py: the five changes).
     "03.horovod_script": "source_code/horovod_fmnist_minimal.py",
@@ -63,3 +65,20 @@ def replica_step(model, optimizer, images, labels):
                                           global_batch_size=step_images)
     optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
     return loss
+
+
+def ring_allreduce(arrays):
+    """01's coding exercise: the notebook's skeleton (reduce-scatter given) with its all-gather written."""
+    import numpy as np
+
+    n = len(arrays)
+    chunks = [np.array_split(np.asarray(a, dtype=float).copy(), n) for a in arrays]
+    for s in range(n - 1):                      # reduce-scatter (given in the notebook)
+        sends = [(w, (w - s) % n, chunks[w][(w - s) % n].copy()) for w in range(n)]
+        for w, c, payload in sends:
+            chunks[(w + 1) % n][c] += payload
+    for s in range(n - 1):                      # all-gather: pass on the finished chunk, store it as it is
+        sends = [(w, (w + 1 - s) % n, chunks[w][(w + 1 - s) % n].copy()) for w in range(n)]
+        for w, c, payload in sends:
+            chunks[(w + 1) % n][c] = payload
+    return [np.concatenate(parts) for parts in chunks]
