@@ -105,7 +105,7 @@ def accumulate_gradients(model: keras.Model, k: int,
     and learning-rate schedules see the large-batch step number.
 
     Args:
-        model: A compiled Keras model (its optimizer: any Keras 2.15 optimizer, NOT
+        model: A compiled Keras model (its optimizer: any Keras 2 (tf_keras) optimizer, NOT
             ``hvd.DistributedOptimizer``: pass ``all_reduce`` instead).
         k: Micro-batches per update.
         all_reduce: Averages a list of gradients across workers, once per update.

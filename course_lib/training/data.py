@@ -57,7 +57,7 @@ class FashionMNIST(NamedTuple):
 
 
 def _keras_cache_dir() -> Path:
-    """Folder where TF 2.15's keras ``get_file`` looks for ``fashion-mnist/<stem>.gz``."""
+    """Folder where Keras 2's (tf_keras) ``get_file`` looks for ``fashion-mnist/<stem>.gz``."""
     base = Path("~/.keras").expanduser()
     try:
         base.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""Layer-wise adaptive optimizers for large-batch training: LARS and LAMB (Keras 2.15).
+"""Layer-wise adaptive optimizers for large-batch training: LARS and LAMB (Keras 2: tf_keras).
 
 Both rescale each variable's update by a *trust ratio* built from the norm of the variable and
 the norm of its update, so every layer moves by a similar *relative* amount however large the
@@ -21,7 +21,7 @@ in ``variable.name``) get no weight decay; those matching ``exclude_from_layer_a
 excluded, as in both papers. The weight decay is the papers' *coupled* one, applied inside
 ``update_step``; Keras' own decoupled decay step is disabled for these classes.
 
-Both subclass the *new* ``keras.optimizers.Optimizer`` of TF 2.15 (``build`` +
+Both subclass the *new* ``keras.optimizers.Optimizer`` of Keras 2 (TF 2.11+, tf_keras) (``build`` +
 ``update_step``), round-trip through ``get_config``/``from_config`` and can be wrapped by
 ``hvd.DistributedOptimizer``. This module imports TensorFlow (which does not yet initialise any
 device, so ``simulate_devices`` still works after it); the scripts import it after parsing
@@ -262,7 +262,7 @@ def get_optimizer(name: str, learning_rate: float, **kwargs: Any) -> keras.optim
         **kwargs: Extra keyword arguments for the optimizer's constructor.
 
     Returns:
-        A new Keras 2.15 optimizer.
+        A new Keras 2 (tf_keras) optimizer.
 
     Raises:
         ValueError: If ``name`` is not one of the four names.
