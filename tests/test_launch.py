@@ -91,6 +91,14 @@ def test_parse_gloo_mpi_and_plain_lines():
     assert parse_line("Checking connectivity")[0] is None
     assert parse_line('{"event": "epoch"}')[0] is None  # horovodrun's own: never an event
     assert parse_line("[0]<stdout>:  1/9 [..]\r  9/9 [==]")[2] == "  9/9 [==]"
+    # ssh -tt (a pseudo-terminal) ends lines with "\r\n": the trailing "\r" is not an overwrite.
+    assert parse_line("[1]<stdout>:done\r")[2] == "done"
+    # ... and horovodrun repeats the prefix after that "\r" (seen with two ssh hosts, tools/localcluster):
+    seen = '[1]<stdout>:{"event": "digest", "rank": 1, "digest": "0f"}\r[1]<stdout>:'
+    assert parse_line(seen)[3] == {"event": "digest", "rank": 1, "digest": "0f"}
+    assert parse_line("[1]<stdout>:  1/9 [..]\r[1]<stdout>:  9/9 [==]\r[1]<stdout>:")[2] == "  9/9 [==]"
+    assert parse_line('[1]<stdout>:{"event": "digest", "digest": "ab"}\r')[3] == {"event": "digest", "digest": "ab"}
+    assert parse_line("[0]<stdout>:  1/9 [..]\r  9/9 [==]\r")[2] == "  9/9 [==]"
     rank, _, _, event = parse_line('[0]<stdout>:{"event": "epoch", "epoch": 1}')
     assert (rank, event) == (0, {"event": "epoch", "epoch": 1})
     assert parse_line('[0]<stdout>:{"epoch": 1}')[3] is None  # no "event" key
@@ -418,3 +426,18 @@ def test_every_launcher_takes_the_same_options_and_names_a_misspelt_one(monkeypa
         with pytest.raises(LaunchError, match="show='some'"):
             call(show="some")
     assert {"timeout", "env", "output", "device", "oversubscribe", "wait_for_slots"} <= OPTION_NAMES
+
+
+def test_a_failed_rank_is_named_with_its_host():
+    from course_lib.runner.launch import name_failed_host
+    result = RunResult(command=[])
+    result.log = ["Process 1 exit with status code 255."]
+    message = name_failed_host("horovodrun exited with status 1: rank 1 failed. Last lines", 1, "hostA:1,hostB:1",
+                               result)
+    assert message.startswith("horovodrun exited with status 1: rank 1 (on hostB) failed.")
+    assert "status 255, ssh's own status for a lost connection: hostB went down" in message
+    assert "rank 2 (on b) failed" in name_failed_host("rank 2 failed", 2, "a:2,b:1", None)
+    local = name_failed_host("rank 1 failed", 1, "localhost:2", result)  # no ssh on this machine
+    assert local == "rank 1 (on localhost) failed"
+    assert name_failed_host("rank 5 failed", 5, "a:1", None) == "rank 5 failed"
+

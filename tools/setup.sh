@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Course set-up: everything `make lab` and `make test` need, from a bare Debian/Ubuntu machine.
 #
-#   1. system packages (compiler, cmake, Open MPI, Debian's Fashion-MNIST, Chromium) when root with apt;
+#   1. system packages (compiler, cmake, Open MPI, Debian's Fashion-MNIST, Chromium; and for the full profile
+#      Slurm, munge, sshd and iproute2, the local cluster of the tests) when root with apt;
 #      otherwise the exact list to install is printed and set-up goes on where it can;
 #   2. a Python 3.12 (else 3.11) virtual environment in .venv/;
 #   3. the pinned stack from requirements/constraints.txt (tensorflow with tf-keras, or tensorflow[and-cuda]
@@ -18,7 +19,12 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=${COURSE_VENV:-$ROOT/.venv}
 CONSTRAINTS=$ROOT/requirements/constraints.txt
-APT_PACKAGES=(g++ cmake make libopenmpi-dev openmpi-bin dataset-fashion-mnist chromium nodejs npm)
+# slurm-wlm, munge, openssh-server, iproute2: the local cluster of the tests (tools/localcluster: a one-node
+# Slurm and two ssh hosts in network namespaces). The tests start their own daemons on private sockets, ports,
+# state folders and namespaces; on a machine run by systemd, Debian's packages also enable their own services
+# (ssh, munge): `systemctl disable --now ssh munge` if the machine should not keep them.
+APT_PACKAGES=(g++ cmake make libopenmpi-dev openmpi-bin dataset-fashion-mnist chromium nodejs npm
+              slurm-wlm munge openssh-server iproute2)
 # COURSE_PROFILE=learner (make lab): what the notebooks need, without the test-only pieces (Chromium,
 # Playwright, nbval, pytest, linters); full (default, make test): everything.
 PROFILE=${COURSE_PROFILE:-full}

@@ -28,13 +28,15 @@ Introduced in notebooks/03_horovod.ipynb.
 from __future__ import annotations
 
 import os
+import re
 from typing import Sequence, Unpack
 
 from course_lib.runner.execute import RunFailedError, RunStoppedError, RunTimeoutError, execute
 from course_lib.runner.options import Launch, RunOptions
-from course_lib.runner.placing import placed, plan_placement
+from course_lib.runner.placing import parse_hosts, placed, plan_placement
 from course_lib.runner.preflight import (
-    CONTROLLERS, LaunchError, check_hosts, check_mpirun, check_script, check_strings, find_horovodrun)
+    CONTROLLERS, LaunchError, check_hosts, check_mpirun, check_script, check_strings, find_horovodrun,
+    hosts_are_local)
 from course_lib.runner.runlog import RunResult
 from course_lib.runner.slots import SlotsBusyError
 
@@ -115,7 +117,37 @@ def run_horovod(script: str | os.PathLike[str], num_workers: int, script_args: S
         run = run.but(env={"OMPI_MCA_mpi_yield_when_idle": "1", **dict(run.env or {})})
     command = build_horovod_command(horovodrun, num_workers, placed(place, [run.python, str(path), *args]),
                                     hosts, controller, extra)
-    return execute(command, run, horovod=True, place=place, script=path.name, workers=num_workers)
+    try:
+        return execute(command, run, horovod=True, place=place, script=path.name, workers=num_workers)
+    except RunFailedError as exc:
+        if hosts is not None and not isinstance(exc, (RunTimeoutError, RunStoppedError)):
+            exc.args = (name_failed_host(str(exc.args[0]), exc.rank, hosts, exc.result),) + exc.args[1:]
+        raise
+
+
+#: horovodrun's (Gloo) report of a rank's exit status.
+_EXIT_STATUS = re.compile(r"Process (\d+) exit with status code (\d+)")
+
+
+def name_failed_host(message: str, rank: int | None, hosts: str, result: RunResult | None) -> str:
+    """``message`` with the failed rank's host named: ``rank 1 (on hostB) failed``.
+
+    A fixed-size run places its ranks on the hosts of ``hosts`` in order (``a:2,b:1``: ranks 0 and 1 on
+    ``a``, rank 2 on ``b``). A remote rank that exited with status 255 is ssh's report that its
+    connection to the host failed (the host went down, or its network did), and the message says so.
+    """
+    if rank is None:
+        return message
+    order = [name for name, slots in parse_hosts(hosts, 0) for _ in range(slots)]
+    if rank >= len(order):
+        return message
+    host = order[rank]
+    message = message.replace(f"rank {rank} failed", f"rank {rank} (on {host}) failed", 1)
+    statuses = {int(r): int(code) for r, code in _EXIT_STATUS.findall("\n".join(result.log if result else []))}
+    if statuses.get(rank) == 255 and not hosts_are_local(f"{host}:1"):
+        message += (f"\nrank {rank} exited with status 255, ssh's own status for a lost connection: "
+                    f"{host} went down or became unreachable (check it with `ssh {host} true`).")
+    return message
 
 
 def run_python(script: str | os.PathLike[str], script_args: Sequence[str] = (), *, slots: int = 1,

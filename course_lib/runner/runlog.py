@@ -21,6 +21,7 @@ _PREFIX = re.compile(
     r"^(?:\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})?"  # optional asctime (Gloo)
     r"\[(?:(?P<job>\d+),)?(?P<rank>\d+)\]<(?P<stream>stdout|stderr|stddiag)>:(?P<text>.*)$"
 )
+_PREFIX_AFTER_CR = re.compile(r"\r(?:\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})?\[(?:\d+,)?\d+\]<(?:stdout|stderr|stddiag)>:")
 # horovodrun's own report of a failed rank (Gloo) and mpirun's (MPI).
 _RUNNER_FAILED = re.compile(r"^\s*Process name:\s*(?:(\d+)|\[\[\d+,\d+\],(\d+)\])\s*$")
 _COLLATERAL = "Horovod has been shut down"
@@ -49,6 +50,13 @@ def parse_line(line: str, *, horovod: bool = True) -> tuple[int | None, str, str
                 text = text.replace(line[: match.start("text")], "")
         else:
             rank = None
+    # A rank behind a pseudo-terminal (ssh -tt: lines end in "\r\n") reaches horovodrun as
+    # 'text\r' and comes out as '[1]<stdout>:text\r[1]<stdout>:' (the prefix repeated after the "\r").
+    # Drop a prefix that follows a "\r", then one trailing "\r": only a carriage return INSIDE the
+    # text means a terminal overwrote what came before it (a progress bar).
+    text = _PREFIX_AFTER_CR.sub("\r", text)
+    if text.endswith("\r"):
+        text = text[:-1]
     text = text.rsplit("\r", 1)[-1]
     event = None
     stripped = text.strip()
