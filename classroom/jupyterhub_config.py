@@ -87,7 +87,7 @@ for _needed in (VENV / "bin" / "python", VENV / "bin" / "jupyterhub-singleuser",
         raise RoomError(
             f"learners cannot run {_needed} (it resolves to {_needed.resolve()}): {_closed} is closed to other "
             f"users (mode {oct(os.stat(_closed).st_mode & 0o777)}). Build the course's venv from a Python that "
-            "every user can run (rm -rf .venv && PYTHON=/path/to/python3.11 make setup; it must be 3.11.5 or "
+            "every user can run (rm -rf .venv && PYTHON=/path/to/python3.12 make setup; a 3.11 must be 3.11.5 or "
             "newer, the lock's soupsieve needs it, so Debian 12's 3.11.2 will not do), or open that folder "
             f"for traversal only (chmod o+x {_closed})")
 

@@ -104,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.perf_counter()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from course_lib.training.keras2 import keras  # Keras 2 (tf_keras), before Horovod's Keras layer loads
     import horovod.tensorflow as hvd_tf
     import horovod.tensorflow.keras as hvd
     import tensorflow as tf
@@ -159,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     if k == 1 and not args.no_distributed_optimizer:  # Horovod (4/5): average the gradients of
         optimizer = hvd.DistributedOptimizer(optimizer, compression=compression)  # all workers
     if args.mixed_precision:
-        optimizer = tf.keras.mixed_precision.LossScaleOptimizer(optimizer)
+        optimizer = keras.mixed_precision.LossScaleOptimizer(optimizer)
     models.compile_model(model, optimizer)
     optimizer.build(model.trainable_variables)  # slots exist before restore and broadcast
     if k > 1:  # Horovod (4/5) with accumulation: sum k batches, then average them and the workers
@@ -220,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
 def lr_callbacks(args: argparse.Namespace, hvd: Any, tf: Any, lr: float, growth: int, steps: int,
                  rank: int) -> list[Any]:
     """The learning-rate schedule callbacks that ``--warmup-epochs`` and ``--plateau`` ask for."""
+    from course_lib.training.keras2 import keras
+
     found: list[Any] = []
     if args.warmup_epochs and args.backward_passes_per_step == 1:
         found.append(hvd.callbacks.LearningRateWarmupCallback(  # Horovod: LR warm-up
@@ -231,7 +234,7 @@ def lr_callbacks(args: argparse.Namespace, hvd: Any, tf: Any, lr: float, growth:
             start_epoch=0, end_epoch=args.warmup_epochs, staircase=False,
             momentum_correction=False, steps_per_epoch=steps))
     if args.plateau:
-        found.append(tf.keras.callbacks.ReduceLROnPlateau(
+        found.append(keras.callbacks.ReduceLROnPlateau(
             monitor="loss", factor=0.5, patience=1, verbose=int(rank == 0)))
     return found
 

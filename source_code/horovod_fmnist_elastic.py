@@ -54,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+    from course_lib.training.keras2 import keras  # Keras 2 (tf_keras), before Horovod's Keras layer loads
     import horovod.tensorflow.keras as hvd
 
     from course_lib.training import data, devices, epochs, models, optimizers, pipeline, report, seeding
@@ -62,8 +63,6 @@ def main(argv: list[str] | None = None) -> int:
     # Horovod: one core (or one GPU) per worker, set before TensorFlow initialises its devices.
     devices.configure_worker(hvd.local_rank(), threads_per_worker=args.threads_per_worker,
                              local_size=hvd.local_size())
-
-    import tensorflow as tf
 
     seeding.configure(args.seed)
     fmnist = data.load_arrays(train_subset=args.train_subset, test_subset=args.test_subset,
@@ -110,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
 
     state.register_reset_callbacks([on_state_reset])  # Horovod: run after every re-formed group
 
-    class EpochReport(tf.keras.callbacks.Callback):
+    class EpochReport(keras.callbacks.Callback):
         """Rank 0 prints one line and one ``epoch`` event per finished epoch (global numbering)."""
 
         def __init__(self, first_epoch: int, steps: int) -> None:
@@ -134,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
                  samples=samples, epoch_time_s=seconds, images_per_sec=samples / seconds,
                  **logs)
 
-    class CommitReport(tf.keras.callbacks.Callback):
+    class CommitReport(keras.callbacks.Callback):
         """Rank 0 reports each commit (placed after CommitStateCallback)."""
 
         def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:

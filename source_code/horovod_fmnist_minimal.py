@@ -1,7 +1,7 @@
 """Horovod, minimal: the plain Keras script plus the five Horovod changes, and nothing else.
 
-Description: a copy-to-your-cluster script. It needs only TensorFlow 2.15, Horovod and
-tensorflow-datasets (no course_lib). Every line that is there because of Horovod says
+Description: a copy-to-your-cluster script. It needs only TensorFlow 2.18 with tf-keras,
+Horovod and tensorflow-datasets (no course_lib). Every line that is there because of Horovod says
 ``# Horovod``; the five changes of notebook 03 are numbered. See exactly what changed with
 ``diff source_code/keras_fmnist.py source_code/horovod_fmnist_minimal.py``.
 
@@ -15,11 +15,16 @@ import argparse
 import hashlib
 import json
 import math
+import os
+import random
+
+os.environ["TF_USE_LEGACY_KERAS"] = "1"  # Keras 2 before TensorFlow loads: Horovod's Keras layer needs it
 
 import horovod.tensorflow.keras as hvd  # Horovod
 import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
+import tf_keras as keras  # Keras 2 (the variable above makes tf.keras this one too)
 
 
 def parse_args():
@@ -48,7 +53,11 @@ def main():
         gpu = gpus[hvd.local_rank() % len(gpus)]  # Horovod: more workers than GPUs share one
         tf.config.set_visible_devices(gpu, "GPU")  # Horovod: this process sees only its GPU
         tf.config.experimental.set_memory_growth(gpu, True)  # Horovod: allocate as needed
-    tf.keras.utils.set_random_seed(args.seed)
+    # What keras.utils.set_random_seed does, without the seed generator that tf_keras 2.18 breaks on
+    # Python 3.12 (tf-keras#803): Python's, NumPy's and TensorFlow's generators.
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    tf.random.set_seed(args.seed)
 
     train = images("train", args.train_subset)
     train = train.shard(hvd.size(), hvd.rank())  # Horovod: each worker reads its own shard
@@ -56,23 +65,23 @@ def main():
     # Horovod: one epoch = one pass over the data by ALL workers together, so each runs 1/size.
     steps_per_epoch = math.ceil(args.train_subset / (args.batch_size * hvd.size()))
 
-    model = tf.keras.Sequential([
-        tf.keras.Input(shape=(28, 28, 1)),
-        tf.keras.layers.Conv2D(32, 3, activation="relu"),
-        tf.keras.layers.Conv2D(64, 3, activation="relu"),
-        tf.keras.layers.MaxPooling2D(2),
-        tf.keras.layers.Dropout(0.25),
-        tf.keras.layers.Flatten(),
-        tf.keras.layers.Dense(128, activation="relu"),
-        tf.keras.layers.Dropout(0.5),
-        tf.keras.layers.Dense(10),
+    model = keras.Sequential([
+        keras.Input(shape=(28, 28, 1)),
+        keras.layers.Conv2D(32, 3, activation="relu"),
+        keras.layers.Conv2D(64, 3, activation="relu"),
+        keras.layers.MaxPooling2D(2),
+        keras.layers.Dropout(0.25),
+        keras.layers.Flatten(),
+        keras.layers.Dense(128, activation="relu"),
+        keras.layers.Dropout(0.5),
+        keras.layers.Dense(10),
     ])
     # Horovod (3/5): scale the LR with the workers; for Adam by the square root (notebook 04 measures why;
     # Horovod's own examples scale linearly, which suits SGD).
-    optimizer = tf.keras.optimizers.Adam(args.lr * math.sqrt(hvd.size()))
+    optimizer = keras.optimizers.Adam(args.lr * math.sqrt(hvd.size()))
     optimizer = hvd.DistributedOptimizer(optimizer)  # Horovod (4/5): average gradients
     model.compile(optimizer=optimizer, metrics=["accuracy"],
-                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0),  # Horovod (5/5): rank 0's start
                  hvd.callbacks.MetricAverageCallback()]  # Horovod: log metrics averaged over workers
 

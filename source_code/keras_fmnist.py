@@ -4,7 +4,7 @@ Description: the starting point of notebook 03. ``horovod_fmnist_minimal.py`` is
 script plus the five Horovod changes; see them with
 ``diff source_code/keras_fmnist.py source_code/horovod_fmnist_minimal.py``.
 
-How to run (needs TensorFlow 2.15 and tensorflow-datasets, with Fashion-MNIST prepared once:
+How to run (needs TensorFlow 2.18 with tf-keras and tensorflow-datasets, with Fashion-MNIST prepared once:
 ``python -c "import tensorflow_datasets as tfds; tfds.load('fashion_mnist')"``)::
 
     python source_code/keras_fmnist.py --epochs 1 --train-subset 6000
@@ -14,10 +14,15 @@ import argparse
 import hashlib
 import json
 import math
+import os
+import random
+
+os.environ["TF_USE_LEGACY_KERAS"] = "1"  # Keras 2 before TensorFlow loads: Horovod's Keras layer needs it
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
+import tf_keras as keras  # Keras 2 (the variable above makes tf.keras this one too)
 
 
 def parse_args():
@@ -40,26 +45,30 @@ def images(split, n):
 
 def main():
     args = parse_args()
-    tf.keras.utils.set_random_seed(args.seed)
+    # What keras.utils.set_random_seed does, without the seed generator that tf_keras 2.18 breaks on
+    # Python 3.12 (tf-keras#803): Python's, NumPy's and TensorFlow's generators.
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    tf.random.set_seed(args.seed)
 
     train = images("train", args.train_subset)
     train = train.shuffle(10_000, seed=args.seed).batch(args.batch_size).repeat()
     steps_per_epoch = math.ceil(args.train_subset / args.batch_size)
 
-    model = tf.keras.Sequential([
-        tf.keras.Input(shape=(28, 28, 1)),
-        tf.keras.layers.Conv2D(32, 3, activation="relu"),
-        tf.keras.layers.Conv2D(64, 3, activation="relu"),
-        tf.keras.layers.MaxPooling2D(2),
-        tf.keras.layers.Dropout(0.25),
-        tf.keras.layers.Flatten(),
-        tf.keras.layers.Dense(128, activation="relu"),
-        tf.keras.layers.Dropout(0.5),
-        tf.keras.layers.Dense(10),
+    model = keras.Sequential([
+        keras.Input(shape=(28, 28, 1)),
+        keras.layers.Conv2D(32, 3, activation="relu"),
+        keras.layers.Conv2D(64, 3, activation="relu"),
+        keras.layers.MaxPooling2D(2),
+        keras.layers.Dropout(0.25),
+        keras.layers.Flatten(),
+        keras.layers.Dense(128, activation="relu"),
+        keras.layers.Dropout(0.5),
+        keras.layers.Dense(10),
     ])
-    optimizer = tf.keras.optimizers.Adam(args.lr)
+    optimizer = keras.optimizers.Adam(args.lr)
     model.compile(optimizer=optimizer, metrics=["accuracy"],
-                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     callbacks = []
 
     model.fit(train, epochs=args.epochs, steps_per_epoch=steps_per_epoch, callbacks=callbacks,

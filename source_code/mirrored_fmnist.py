@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     # Strategy: create the logical devices BEFORE anything else touches TensorFlow.
     names = devices.simulate_devices(args.devices) if args.devices else None
 
+    from course_lib.training.keras2 import keras
     import tensorflow as tf
 
     seeding.configure(args.seed, deterministic=args.deterministic, resumable_dropout=False)
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     # One reader (rank 0) feeds all replicas: it reports the ids of the global batches.
     callbacks = [meter, ReportConsumed(consumed, 0, json_lines=args.json)]
     if args.plateau:
-        callbacks.insert(0, tf.keras.callbacks.ReduceLROnPlateau(monitor="loss", factor=0.5,
+        callbacks.insert(0, keras.callbacks.ReduceLROnPlateau(monitor="loss", factor=0.5,
                                                                  patience=1, verbose=1))
     model.fit(train, epochs=args.epochs, steps_per_epoch=steps, callbacks=callbacks,
               verbose=0 if args.json else 2)

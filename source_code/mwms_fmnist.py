@@ -94,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     workers = len(json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster", {}).get("worker", [])) or 1
     devices.configure_worker(0, threads_per_worker=args.threads_per_worker, local_size=workers)
 
+    from course_lib.training.keras2 import keras
     import tensorflow as tf
 
     # Strategy: create it BEFORE any other TensorFlow op; it reads TF_CONFIG and starts this
@@ -139,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         model = models.build_model(seed=args.seed)
         models.compile_model(model, optimizers.get_optimizer("adam", lr))
 
-    class ResumeReport(tf.keras.callbacks.Callback):
+    class ResumeReport(keras.callbacks.Callback):
         """After BackupAndRestore restored the state: say from where the run continues."""
 
         def on_train_begin(self, logs: dict | None = None) -> None:
@@ -152,10 +153,10 @@ def main(argv: list[str] | None = None) -> int:
     callbacks: list = []
     if args.backup_dir:
         # Strategy: fault tolerance; every worker takes part, the chief writes the backup.
-        callbacks += [tf.keras.callbacks.BackupAndRestore(backup_dir=args.backup_dir),
+        callbacks += [keras.callbacks.BackupAndRestore(backup_dir=args.backup_dir),
                       ResumeReport()]
     callbacks += [
-        tf.keras.callbacks.LambdaCallback(
+        keras.callbacks.LambdaCallback(
             on_epoch_begin=lambda epoch, logs: seeding.reseed_dropout(model, args.seed, epoch)),
         Throughput(plan.step_batch, samples_per_epoch=plan.samples_per_epoch,
                    warmup_epochs=args.throughput_warmup_epochs, workers=workers,

@@ -90,8 +90,6 @@ COMPONENTS: dict[str, tuple[Callable[[], bool], str]] = {
                    "(COURSE_FORCE_SETUP=1 make setup rebuilds Horovod)"),
     "horovod": (lambda: importlib.util.find_spec("horovod") is not None,
                 "the horovod package is not importable: run `make setup`"),
-    "tensorflow_addons": (lambda: importlib.util.find_spec("tensorflow_addons") is not None,
-                          "tensorflow-addons (the LAMB/LARS reference) is missing: run `make setup`"),
 }
 
 

@@ -143,12 +143,12 @@ def test_plateau_reductions_replays_keras_rule() -> None:
 
 def test_plateau_reductions_agrees_with_keras() -> None:
     """The replay is Keras' own rule: ReduceLROnPlateau fed the same losses cuts at the same epochs."""
-    import tensorflow as tf
+    from course_lib.training.keras2 import keras
 
     losses = [1.0, 1.1, 0.6, 0.6, 0.59995, 0.3]
-    model = tf.keras.Sequential([tf.keras.layers.Dense(1, input_shape=(1,))])
-    model.compile(optimizer=tf.keras.optimizers.SGD(1.0), loss="mse")
-    callback = tf.keras.callbacks.ReduceLROnPlateau(monitor="loss", factor=0.5, patience=1, verbose=0)
+    model = keras.Sequential([keras.layers.Dense(1, input_shape=(1,))])
+    model.compile(optimizer=keras.optimizers.SGD(1.0), loss="mse")
+    callback = keras.callbacks.ReduceLROnPlateau(monitor="loss", factor=0.5, patience=1, verbose=0)
     callback.set_model(model)
     callback.on_train_begin()
     cuts = []

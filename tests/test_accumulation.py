@@ -16,6 +16,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np
 import pytest
+from course_lib.training.keras2 import keras
 import tensorflow as tf
 
 from course_lib.training import accumulation
@@ -26,15 +27,15 @@ RATES = {"sgd": 0.05, "adam": 0.01, "lars": 1.0, "lamb": 0.01}
 tf.config.experimental.enable_op_determinism()
 
 
-def _model(seed: int = 3) -> tf.keras.Model:
+def _model(seed: int = 3) -> keras.Model:
     """A small model without dropout (a real k·b batch draws other masks than k micro-batches)."""
-    init = tf.keras.initializers.GlorotUniform(seed=seed)
-    model = tf.keras.Sequential([
-        tf.keras.layers.Conv2D(4, 3, activation="relu", kernel_initializer=init,
+    init = keras.initializers.GlorotUniform(seed=seed)
+    model = keras.Sequential([
+        keras.layers.Conv2D(4, 3, activation="relu", kernel_initializer=init,
                                input_shape=(8, 8, 1)),
-        tf.keras.layers.Flatten(),
-        tf.keras.layers.Dense(16, activation="relu", kernel_initializer=init),
-        tf.keras.layers.Dense(3, kernel_initializer=init)])
+        keras.layers.Flatten(),
+        keras.layers.Dense(16, activation="relu", kernel_initializer=init),
+        keras.layers.Dense(3, kernel_initializer=init)])
     return model
 
 
@@ -59,7 +60,7 @@ def _train(name: str, updates: int, path: str) -> tuple[list[np.ndarray], int]:
         optimizer = hvd.DistributedOptimizer(optimizer, backward_passes_per_step=K,
                                              average_aggregated_gradients=True)
     model.compile(optimizer=optimizer,
-                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     if path == "course":
         accumulation.accumulate_gradients(model, K)
     x, y = _data(updates)
@@ -102,7 +103,7 @@ def test_horovods_accumulation_is_exact_for_sgd_weights_only() -> None:
 def test_partial_accumulation_waits_and_counter_counts_updates() -> None:
     model = _model()
     model.compile(optimizer=get_optimizer("adam", 0.01),
-                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     acc = accumulation.accumulate_gradients(model, K)
     before = [w.numpy().copy() for w in model.trainable_variables]
     x, y = _data(1)
@@ -124,7 +125,7 @@ def test_all_reduce_is_called_once_per_update() -> None:
 
     model = _model()
     model.compile(optimizer=get_optimizer("sgd", 0.05),
-                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     accumulation.accumulate_gradients(model, K, all_reduce=all_reduce)
     x, y = _data(3)
     model.fit(x, y, batch_size=MICRO, shuffle=False, verbose=0)
@@ -145,11 +146,12 @@ def test_bad_arguments() -> None:
 def test_horovod_wrapped_optimizer_is_refused() -> None:
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent("""
         import os; os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+        from course_lib.training.keras2 import keras
         import tensorflow as tf, horovod.tensorflow.keras as hvd
         from course_lib.training import accumulation
         hvd.init()
-        model = tf.keras.Sequential([tf.keras.layers.Dense(1, input_shape=(2,))])
-        model.compile(optimizer=hvd.DistributedOptimizer(tf.keras.optimizers.SGD(0.1)), loss="mse")
+        model = keras.Sequential([keras.layers.Dense(1, input_shape=(2,))])
+        model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.1)), loss="mse")
         try:
             accumulation.accumulate_gradients(model, 2)
         except ValueError as exc:

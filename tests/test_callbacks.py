@@ -272,13 +272,13 @@ def test_t_table():
 
 @pytest.mark.slow  # > 2 s: left out of `make check`
 def test_keras_fit_with_throughput(small_fmnist):
-    import tensorflow as tf
+    from course_lib.training.keras2 import keras
 
     from course_lib.training import callbacks, models, pipeline
 
     throughput = callbacks.Throughput(64, samples_per_epoch=500, verbose=False)
-    assert isinstance(throughput, tf.keras.callbacks.Callback)
-    model = models.compile_model(models.build_model(seed=0), tf.keras.optimizers.SGD(0.05))
+    assert isinstance(throughput, keras.callbacks.Callback)
+    model = models.compile_model(models.build_model(seed=0), keras.optimizers.SGD(0.05))
     ds = pipeline.make_epochs_dataset(small_fmnist.x_train[:500], small_fmnist.y_train[:500],
                                   batch_size=64, seed=0, num_workers=1, worker_index=0,
                                   first_epoch=0, last_epoch=2)

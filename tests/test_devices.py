@@ -155,7 +155,7 @@ strategy = tf.distribute.MirroredStrategy(names)
 ds, global_batch, steps = pipeline.distribute_for_strategy(
     strategy, arrays.x_train, arrays.y_train, batch_size_per_replica=32, training=True, epochs=2)
 with strategy.scope():
-    model = models.compile_model(models.build_model(seed=0), tf.keras.optimizers.SGD(0.05))
+    model = models.compile_model(models.build_model(seed=0), keras.optimizers.SGD(0.05))
 history = model.fit(ds, epochs=2, steps_per_epoch=steps, verbose=0)
 test_ds, _, test_steps = pipeline.distribute_for_strategy(
     strategy, arrays.x_test, arrays.y_test, batch_size_per_replica=32, training=False)

@@ -24,10 +24,10 @@ ROOT = Path(__file__).resolve().parents[1]
 CONSTRAINTS = ROOT / "requirements" / "constraints.txt"
 PIN = re.compile(r"^([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?==([^\s;]+)")
 
-# The pins the course was measured with (issue 2). Changing one is a deliberate act: update the
-# constraints file, then this list.
+# The pins the course was measured with (issue 2; TensorFlow 2.18 with tf-keras since issue 34). Changing one
+# is a deliberate act: update the constraints file, then this list.
 MEASURED = {
-    "tensorflow-cpu": "2.15.1", "horovod": "0.28.1", "numpy": "1.26.4", "protobuf": "4.25.9",
+    "tensorflow": "2.18.1", "tf-keras": "2.18.0", "horovod": "0.28.1", "numpy": "2.0.2", "protobuf": "5.29.6",
     "tensorflow-datasets": "4.9.10", "tensorflow-metadata": "1.17.3", "importlib-resources": "7.1.0",
     "pyarrow": "25.0.1", "jupyterlab": "4.6.6", "ipywidgets": "8.1.9", "nbval": "0.11.0",
     "pytest": "9.2.0", "nbformat": "5.11.1", "nbclient": "0.11.0", "matplotlib": "3.11.2",
@@ -72,8 +72,6 @@ def test_pyproject_ranges_admit_the_locked_versions(constraints: dict[str, str])
         assert not any(spec.operator == "==" for spec in requirement.specifier), (
             f"pyproject.toml pins {line}: exact versions belong in {CONSTRAINTS.name} only")
         name = _norm(requirement.name)
-        if name == "tensorflow":  # the [and-cuda] build shares tensorflow-cpu's version
-            name = "tensorflow-cpu"
         locked = constraints.get(name)
         assert locked is not None, f"{requirement.name} is required but not locked in {CONSTRAINTS.name}"
         assert requirement.specifier.contains(locked, prereleases=True), (
@@ -86,9 +84,9 @@ def test_environment_yml_agrees_with_constraints(constraints: dict[str, str]) ->
     pins = _pins(pip_lines)
     assert "tensorflow" in pins and "numpy" in pins
     for name, version in pins.items():
-        key = "tensorflow-cpu" if name == "tensorflow" else name
-        assert constraints.get(key) == version, f"environment.yml pins {name}=={version}, constraints differ"
-    assert "python=3.11" in text
+        assert constraints.get(name) == version, f"environment.yml pins {name}=={version}, constraints differ"
+    assert "tf-keras" in pins or "tf_keras" in pins, "environment.yml must install tf-keras (Keras 2)"
+    assert "python=3.12" in text
     assert "horovod==" + constraints["horovod"] in text
 
 
@@ -101,12 +99,24 @@ def test_setup_and_makefile_hold_no_pins_of_their_own() -> None:
 def test_installed_versions_are_the_locked_ones(constraints: dict[str, str]) -> None:
     wrong = []
     for name, version in constraints.items():
-        if name in {"tensorflow-cpu"} and _installed("tensorflow"):
-            continue  # GPU host: tensorflow[and-cuda] instead of tensorflow-cpu
+        if not _applies_here(name):
+            continue  # a pin marked for another Python version
         found = _installed(name)
         if found != version:
             wrong.append(f"{name}: locked {version}, installed {found}")
     assert not wrong, "the venv differs from the lock (run `make setup`):\n" + "\n".join(wrong)
+
+
+def _applies_here(name: str) -> bool:
+    """Whether the lock's line for ``name`` applies to this interpreter (its environment marker)."""
+    from packaging.requirements import Requirement
+
+    for line in CONSTRAINTS.read_text().splitlines():
+        match = PIN.match(line.strip())
+        if match and _norm(match.group(1)) == name:
+            marker = Requirement(line.strip()).marker
+            return marker is None or marker.evaluate()
+    return True
 
 
 def _installed(name: str) -> str | None:
@@ -239,15 +249,15 @@ def test_ci_runs_the_readme_command() -> None:
 
 # ---------------------------------------------------------------- the doctor's failures (issue 20)
 def test_doctor_fails_on_a_version_mismatch(monkeypatch: pytest.MonkeyPatch) -> None:
-    pinned = doctor._pin("tensorflow-cpu")
-    assert pinned, "requirements/constraints.txt pins no tensorflow-cpu"
+    pinned = doctor._pin("tensorflow")
+    assert pinned, "requirements/constraints.txt pins no tensorflow"
     monkeypatch.setattr(doctor, "package_version", lambda *dists: "2.16.1")
-    check = doctor._check_version("TensorFlow", ("tensorflow-cpu",), "tensorflow-cpu")
+    check = doctor._check_version("TensorFlow", ("tensorflow",), "tensorflow")
     assert check.status == "fail"
     assert check.detail == f"2.16.1 installed, the course is tested with {pinned}"
-    assert f"tensorflow-cpu=={pinned}" in check.remedy and "make setup" in check.remedy
+    assert f"tensorflow=={pinned}" in check.remedy and "make setup" in check.remedy
     monkeypatch.setattr(doctor, "package_version", lambda *dists: pinned)
-    assert doctor._check_version("TensorFlow", ("tensorflow-cpu",), "tensorflow-cpu").status == "ok"
+    assert doctor._check_version("TensorFlow", ("tensorflow",), "tensorflow").status == "ok"
 
 
 def _fake_build(folder: Path, *, tensorflow: bool, gloo: bool) -> str:

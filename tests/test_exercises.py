@@ -248,12 +248,13 @@ REPLICA_STEP_CHECK = r'''
 import importlib.util, json, sys
 from course_lib.training import devices
 names = devices.simulate_devices(2)
+from course_lib.training.keras2 import keras
 import tensorflow as tf
 from course_lib.lessons.exercises import check_replica_step
 spec = importlib.util.spec_from_file_location("answers", sys.argv[1])
 answers = importlib.util.module_from_spec(spec); spec.loader.exec_module(answers)
 strategy = tf.distribute.MirroredStrategy(names)
-per_example = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+per_example = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
 
 def per_replica_batch(model, optimizer, images, labels):   # divides by the per-replica batch
     with tf.GradientTape() as tape:

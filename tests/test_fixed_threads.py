@@ -25,6 +25,7 @@ mode, cpus = sys.argv[1], sys.argv[2]
 if cpus != "all":
     os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
 import numpy as np
+from course_lib.training.keras2 import keras
 import tensorflow as tf
 from course_lib.training import models, seeding
 if mode == "fixed":
@@ -36,7 +37,7 @@ seeding.configure(0, deterministic=True)
 rng = np.random.default_rng(0)
 x = rng.random((512, 28, 28, 1), dtype=np.float32)
 y = rng.integers(0, 10, 512)
-model = models.compile_model(models.build_model(seed=0), tf.keras.optimizers.SGD(0.05))
+model = models.compile_model(models.build_model(seed=0), keras.optimizers.SGD(0.05))
 model.fit(x, y, batch_size=128, epochs=2, shuffle=False, verbose=0)
 print("digest", hashlib.sha256(b"".join(w.tobytes() for w in model.get_weights())).hexdigest())
 """
@@ -65,6 +66,7 @@ def test_fixed_threads_give_the_same_weights_on_one_core_and_on_all() -> None:
 @pytest.mark.slow  # > 2 s: left out of `make check`
 def test_bad_thread_counts_and_a_started_runtime_are_refused() -> None:
     code = r"""
+from course_lib.training.keras2 import keras
 import tensorflow as tf
 from course_lib.training import seeding
 for bad in (0, -1, 1.5, True):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from course_lib.training.keras2 import keras
 import tensorflow as tf  # noqa: E402
 
 from course_lib.training import models  # noqa: E402
@@ -55,4 +56,4 @@ def test_mixed_precision_output_is_float32():
     assert model.layers[0].compute_dtype == "float16"
     assert model.layers[-1].compute_dtype == "float32"
     assert model(np.zeros((1, 28, 28, 1), np.float32)).dtype == tf.float32
-    assert tf.keras.mixed_precision.global_policy().name == "float32"  # no global side effect
+    assert keras.mixed_precision.global_policy().name == "float32"  # no global side effect

@@ -61,8 +61,19 @@ def test_reseed_dropout_refuses_to_reseed_nothing() -> None:
     assert proc.stdout.startswith("raised:"), proc.stdout
 
 
+def test_tf_keras_seed_generator_holder_used_by_keras2() -> None:
+    """course_lib.training.keras2 replaces tf_keras's ``backend._SEED_GENERATOR`` (a thread-local whose
+    ``generator`` ``set_random_seed`` sets, and whose ``randint(1, 1e9)`` seeds unseeded layers)."""
+    from tf_keras.src import backend
+    from tf_keras.src.utils import tf_utils
+
+    assert hasattr(backend, "_SEED_GENERATOR")
+    assert "backend._SEED_GENERATOR.generator = random.Random(seed)" in inspect.getsource(tf_utils.set_random_seed)
+    assert "_SEED_GENERATOR.generator.randint(1, 1e9)" in inspect.getsource(backend.RandomGenerator._create_seed)
+
+
 def test_keras2_optimizer_internals_used_by_lars_and_lamb() -> None:
-    """LARS/LAMB (course_lib.training.optimizers) use Keras 2.15's optimizer internals:
+    """LARS/LAMB (course_lib.training.optimizers) use Keras 2's optimizer internals (tf_keras 2.18, as in 2.15):
     ``_var_key``, ``_index_dict`` (slot index of a variable), ``_serialize_hyperparameter`` and
     ``add_variable_from_reference``."""
     import tensorflow as tf
@@ -99,11 +110,12 @@ def test_horovod_accumulation_counts_micro_steps_in_iterations() -> None:
     proc = _run("""
         import os; os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
         import numpy as np, tensorflow as tf
+        from course_lib.training.keras2 import keras
         import horovod.tensorflow.keras as hvd
         hvd.init()
-        model = tf.keras.Sequential([tf.keras.Input((1,)), tf.keras.layers.Dense(
+        model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(
             1, use_bias=False, kernel_initializer="ones")])
-        opt = hvd.DistributedOptimizer(tf.keras.optimizers.SGD(0.1), backward_passes_per_step=4,
+        opt = hvd.DistributedOptimizer(keras.optimizers.SGD(0.1), backward_passes_per_step=4,
                                        average_aggregated_gradients=True)
         model.compile(optimizer=opt, loss="mse")
         x, y = np.ones((4, 1), np.float32), np.zeros((4, 1), np.float32)

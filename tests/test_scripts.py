@@ -401,6 +401,7 @@ def test_find_latest_checkpoint_errors(tmp_path: Path) -> None:
 def test_checkpoint_round_trip(tmp_path: Path) -> None:
     """Save model + LAMB state, restore into fresh objects: same weights, slots and step."""
     import numpy as np
+    from course_lib.training.keras2 import keras
     import tensorflow as tf
 
     from course_lib.training.models import weights_digest
@@ -408,8 +409,8 @@ def test_checkpoint_round_trip(tmp_path: Path) -> None:
     from course_lib.training.checkpoints import CheckpointError, find_latest_checkpoint, restore_checkpoint, save_checkpoint
 
     def make(seed: int) -> tuple:
-        model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(
-            2, kernel_initializer=tf.keras.initializers.GlorotUniform(seed))])
+        model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(
+            2, kernel_initializer=keras.initializers.GlorotUniform(seed))])
         opt = LAMB(learning_rate=0.1)
         opt.build(model.trainable_variables)
         return model, opt

@@ -34,7 +34,7 @@ def test_gpu_skip():
 def test_requires_present():
     pass
 
-@pytest.mark.requires("tensorflow_addons")
+@pytest.mark.requires("horovod")
 def test_requires_missing(monkeypatch):
     pass
 
@@ -52,10 +52,10 @@ def test_skips_fail_unless_their_reason_is_allowed(tmp_path: Path) -> None:
     (tmp_path / "test_probes.py").write_text(PROBES)
     (tmp_path / "test_module_skip.py").write_text(
         "import pytest\npytest.importorskip('no_such_module_for_the_probe')\n\ndef test_x():\n    pass\n")
-    # tensorflow_addons "missing": a sitecustomize that hides it from importlib's finder
+    # horovod "missing": a sitecustomize that hides it from importlib's finder
     (tmp_path / "sitecustomize.py").write_text(
         "import importlib.util, sys\n_find = importlib.util.find_spec\n"
-        "importlib.util.find_spec = lambda name, *a: None if name == 'tensorflow_addons' else _find(name, *a)\n")
+        "importlib.util.find_spec = lambda name, *a: None if name == 'horovod' else _find(name, *a)\n")
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path), "TF_CPP_MIN_LOG_LEVEL": "2"}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", "--continue-on-collection-errors", "-c",
                            str(tmp_path / "pytest.ini"), "--rootdir", str(tmp_path), str(tmp_path)],
@@ -70,6 +70,6 @@ def test_skips_fail_unless_their_reason_is_allowed(tmp_path: Path) -> None:
     assert outcome.get("test_xfail") == "XFAIL", out
     assert "SKIPPED [1]" in out and "needs a GPU" in out, out  # the one allowed skip
     assert "ERROR test_module_skip.py - skipped without an allowed reason" in out and "no_such_module_for_the_probe" in out, out
-    assert "required component missing: tensorflow-addons" in out and "make setup" in out, out
+    assert "required component missing: the horovod package is not importable" in out and "make setup" in out, out
     assert "skipped without an allowed reason: 'no Chromium found'" in out, out
     assert proc.returncode == 1, out

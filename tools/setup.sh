@@ -4,10 +4,11 @@
 #   1. system packages (compiler, cmake, Open MPI, Debian's Fashion-MNIST, Chromium; and for the full profile
 #      Slurm, munge, sshd and iproute2, the local cluster of the tests) when root with apt;
 #      otherwise the exact list to install is printed and set-up goes on where it can;
-#   2. a Python 3.11 virtual environment in .venv/;
-#   3. the pinned stack from requirements/constraints.txt (tensorflow-cpu, or tensorflow[and-cuda] where
-#      nvidia-smi sees a GPU or COURSE_GPU=1), course_lib installed editable;
-#   4. Horovod compiled against that TensorFlow (Gloo + MPI; NCCL on GPU hosts);
+#   2. a Python 3.12 (else 3.11) virtual environment in .venv/;
+#   3. the pinned stack from requirements/constraints.txt (tensorflow with tf-keras, or tensorflow[and-cuda]
+#      where nvidia-smi sees a GPU or COURSE_GPU=1), course_lib installed editable;
+#   4. Horovod compiled against that TensorFlow (Gloo + MPI; NCCL on GPU hosts) from its source package
+#      (sha256-checked) with the course's patches, requirements/patches/horovod-<version>.patch;
 #   5. the venv's Jupyter kernel registered as `python3`.
 #
 # Idempotent: a stamp in .venv records what was installed; a second run checks it and returns in seconds.
@@ -78,7 +79,14 @@ fi
 # The room's proxy lock counts when present (the learner edition ships without classroom/).
 ROOM_LOCK=()
 [ -f "$ROOT/classroom/package-lock.json" ] && ROOM_LOCK=("$ROOT/classroom/package-lock.json")
-stamp_id=$( { cat "$CONSTRAINTS" "$ROOT/pyproject.toml" "${BASH_SOURCE[0]}" "$ROOT/tools/jupyterlab-overrides.json" "${ROOM_LOCK[@]}"; echo "$variant"; } | sha256sum | cut -c1-16)
+HVD_VERSION=$(pin horovod)
+HVD_PATCH=$ROOT/requirements/patches/horovod-$HVD_VERSION.patch
+# The source package set-up builds from (PyPI's horovod-0.28.1.tar.gz), checked before it is unpacked.
+HVD_SDIST_SHA256=92a43f5a94c43907a56805bad15f19700c62ffc83b7ca483f9e104e229f67ef0
+# A line hunk 4 of the patch adds to horovod/tensorflow/keras/callbacks.py: its presence in the installed
+# file shows the patched build is the one installed (course_lib.environment.doctor checks the same line).
+HVD_PATCH_MARKER="K = keras.backend  # tf.keras's own backend"
+stamp_id=$( { cat "$CONSTRAINTS" "$ROOT/pyproject.toml" "${BASH_SOURCE[0]}" "$ROOT/tools/jupyterlab-overrides.json" "${ROOM_LOCK[@]}" "$HVD_PATCH"; echo "$variant"; } | sha256sum | cut -c1-16)
 STAMP=$VENV/.course-setup-$stamp_id-$PROFILE
 if [ "$PROFILE" = learner ] && [ -f "$VENV/.course-setup-$stamp_id-full" ]; then
     STAMP=$VENV/.course-setup-$stamp_id-full  # a full set-up includes everything the learner needs
@@ -92,32 +100,36 @@ fi
 if [ ! -x "$VENV/bin/python" ]; then
     py=${PYTHON:-}
     if [ -z "$py" ]; then
-        # A room's learner accounts (make room) must be able to run this Python: a pyenv Python under a
-        # private home (/root is 0700) is out of their reach, and make room says what to do then.
-        for cand in python3.11 python3; do
+        # 3.12 first where both exist (CI runs it; Ubuntu 24.04 has only 3.12), then 3.11 (Debian 12);
+        # TensorFlow 2.18 has wheels for both. A room's learner accounts (make room) must be able to run
+        # this Python: a pyenv Python under a private home (/root is 0700) is out of their reach, and
+        # make room says what to do then.
+        for cand in python3.12 python3.11 python3; do
             if command -v "$cand" >/dev/null \
-                    && "$cand" -c 'import sys, ensurepip, venv; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null; then
+                    && "$cand" -c 'import sys, ensurepip, venv; sys.exit(sys.version_info[:2] not in ((3, 12), (3, 11)))' 2>/dev/null; then
                 py=$cand; break
             fi
         done
     fi
-    [ -n "$py" ] || die "Python 3.11 not found (TensorFlow 2.15 and Horovod 0.28.1 are pinned for it).
-    Install it (Debian/Ubuntu: sudo apt-get install python3.11 python3.11-venv; or pyenv install 3.11),
-    or point PYTHON=/path/to/python3.11, or use conda: conda env create -f environment.yml"
-    "$py" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' \
-        || die "$py is Python $("$py" -c 'import sys; print(*sys.version_info[:2], sep=".")'); the course needs 3.11."
-    say "creating $VENV with $py"
-    "$py" -m venv "$VENV" || die "could not create the venv (Debian/Ubuntu: sudo apt-get install python3.11-venv)"
+    [ -n "$py" ] || die "neither Python 3.12 nor 3.11 found (TensorFlow 2.18 and Horovod 0.28.1 are pinned for them).
+    Install one: Ubuntu 24.04: sudo apt-get install python3.12 python3.12-venv;
+    Debian 12: sudo apt-get install python3.11 python3.11-venv; elsewhere: pyenv install 3.12;
+    or point PYTHON=/path/to/python3.12, or use conda: conda env create -f environment.yml"
+    pyv=$("$py" -c 'import sys; print(*sys.version_info[:2], sep=".")' 2>/dev/null) || die "$py does not run"
+    case "$pyv" in 3.12|3.11) ;; *) die "$py is Python $pyv; the course needs 3.12 or 3.11." ;; esac
+    "$py" -c 'import ensurepip, venv' 2>/dev/null \
+        || die "$py has no venv module (Debian/Ubuntu: sudo apt-get install python$pyv-venv)"
+    say "creating $VENV with $py (Python $pyv)"
+    "$py" -m venv "$VENV" || die "could not create the venv (Debian/Ubuntu: sudo apt-get install python$pyv-venv)"
 fi
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 
 # --- 3. the pinned stack ------------------------------------------------------------------------------
-say "installing the pinned stack ($variant build of TensorFlow $(pin tensorflow-cpu))"
+say "installing the pinned stack ($variant build of TensorFlow $(pin tensorflow))"
 "${PIP[@]}" install -q "pip==$(pin pip)" "setuptools==$(pin setuptools)" "wheel==$(pin wheel)"
 "${PIP[@]}" install -q -c "$CONSTRAINTS" -e "$ROOT[$variant,$EXTRAS]"
 
 # --- 4. Horovod, compiled against this TensorFlow ------------------------------------------------------
-HVD_VERSION=$(pin horovod)
 # Horovod's TensorFlow extension loads and has Gloo: the doctor's probe (course_lib.environment.doctor,
 # one import of TensorFlow instead of the six of `horovodrun --check-build`).
 HVD_PROBE='import sys; from course_lib.environment.doctor import horovod_build_info
@@ -128,8 +140,18 @@ hvd_has_tf() {
     HVD_WHY=$("$VENV/bin/python" -c "$HVD_PROBE" 2>&1 | tail -n 3) && return 0
     return 1
 }
-if "$VENV/bin/python" -c "import horovod, sys; sys.exit(horovod.__version__ != '$HVD_VERSION')" && hvd_has_tf; then
-    say "Horovod $HVD_VERSION already built with TensorFlow"
+hvd_callbacks() {  # the installed horovod/tensorflow/keras/callbacks.py (found without importing TensorFlow)
+    "$VENV/bin/python" -c 'import importlib.util, os
+spec = importlib.util.find_spec("horovod")
+print(os.path.join(spec.submodule_search_locations[0], "tensorflow", "keras", "callbacks.py"))'
+}
+hvd_patched() {
+    local f
+    f=$(hvd_callbacks 2>/dev/null) && [ -f "$f" ] && grep -qF "$HVD_PATCH_MARKER" "$f"
+}
+if "$VENV/bin/python" -c "import horovod, sys; sys.exit(horovod.__version__ != '$HVD_VERSION')" 2>/dev/null \
+        && hvd_has_tf && hvd_patched; then
+    say "Horovod $HVD_VERSION already built with TensorFlow and the course's patches"
 else
     command -v g++ >/dev/null && command -v cmake >/dev/null \
         || die "Horovod needs a C++ compiler and cmake: sudo apt-get install -y g++ cmake (then run again)"
@@ -137,10 +159,28 @@ else
     if command -v mpicxx >/dev/null; then export HOROVOD_WITH_MPI=1; fi
     if [ "$variant" = gpu ]; then export HOROVOD_GPU_OPERATIONS=NCCL; fi
     export MAKEFLAGS="-j$(nproc)"
+    [ -f "$HVD_PATCH" ] || die "the patch file $HVD_PATCH is missing"
+    command -v patch >/dev/null || die "Horovod's source needs the course's patches: sudo apt-get install -y patch"
+    HVD_SRC=$(mktemp -d "${TMPDIR:-/tmp}/course-horovod.XXXXXX")
+    trap 'rm -rf "$HVD_SRC"' EXIT
+    "${PIP[@]}" download -q --no-deps --no-binary :all: --no-cache-dir -d "$HVD_SRC" "horovod==$HVD_VERSION" \
+        || die "could not download horovod-$HVD_VERSION.tar.gz from the package index (see above)"
+    sdist=$HVD_SRC/horovod-$HVD_VERSION.tar.gz
+    [ -f "$sdist" ] || die "pip download left no $sdist"
+    got=$(sha256sum "$sdist" | cut -d' ' -f1)
+    [ "$got" = "$HVD_SDIST_SHA256" ] || die "horovod-$HVD_VERSION.tar.gz has sha256 $got, expected $HVD_SDIST_SHA256:
+    not the source package the course's patches were made for; remove it from any local index and run again"
+    tar -xzf "$sdist" -C "$HVD_SRC"
+    say "applying $(basename "$HVD_PATCH") to Horovod $HVD_VERSION"
+    (cd "$HVD_SRC/horovod-$HVD_VERSION" && patch -p1 --dry-run --batch --silent <"$HVD_PATCH") \
+        || die "$(basename "$HVD_PATCH") does not apply to horovod-$HVD_VERSION.tar.gz (output above); nothing was built"
+    (cd "$HVD_SRC/horovod-$HVD_VERSION" && patch -p1 --batch --silent <"$HVD_PATCH")
     say "building Horovod $HVD_VERSION against TensorFlow (about 2-4 minutes on 2 cores)"
     "${PIP[@]}" uninstall -q -y horovod || true
-    "${PIP[@]}" install -q --no-cache-dir --no-build-isolation -c "$CONSTRAINTS" "horovod==$HVD_VERSION"
+    "${PIP[@]}" install -q --no-cache-dir --no-build-isolation -c "$CONSTRAINTS" "$HVD_SRC/horovod-$HVD_VERSION"
+    rm -rf "$HVD_SRC"; trap - EXIT
     hvd_has_tf || die "Horovod was built without TensorFlow or Gloo support ($HVD_WHY); see the build log above"
+    hvd_patched || die "the installed Horovod ($(hvd_callbacks)) lacks the course's patch line: $HVD_PATCH_MARKER"
 fi
 
 # --- 5. Jupyter kernel --------------------------------------------------------------------------------

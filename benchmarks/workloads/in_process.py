@@ -78,9 +78,9 @@ def fit_steps_and_teardown(model: Any, ds: Any, steps: int, callbacks: Sequence[
     stops in ``on_train_end``: the tf.data iterator's teardown that follows can wait up to 2.6 s
     for the autotuner's thread, the factor-of-two mode of benchmarks/README.md.
     """
-    import tensorflow as tf
+    from course_lib.training.keras2 import keras
 
-    class StopAtTrainEnd(tf.keras.callbacks.Callback):
+    class StopAtTrainEnd(keras.callbacks.Callback):
         def on_train_end(self, logs: dict | None = None) -> None:
             self.end = time.perf_counter()
             if cpu is not None:
@@ -108,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         os.replace(tmp, args.out)
         return 0
 
+    from course_lib.training.keras2 import keras
     import tensorflow as tf
 
     from benchmarks.rounds import collect_rounds
@@ -126,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         return pipeline.make_dataset(x, y, batch_size=batch, training=True, seed=0,
                                  cache=False).repeat()
 
-    model = models.compile_model(models.build_model(seed=0), tf.keras.optimizers.Adam(1e-3))
+    model = models.compile_model(models.build_model(seed=0), keras.optimizers.Adam(1e-3))
 
     def timed_fit(ds: tf.data.Dataset, steps: int, callbacks: list) -> tuple[float, dict]:
         """Seconds of one fit's steps, with the CPU clock's window over the same interval."""

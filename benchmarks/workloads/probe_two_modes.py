@@ -76,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     from course_lib.training import models, pipeline
     from course_lib.training.cpuclock import CpuClock
 
+    from course_lib.training.keras2 import keras
     import tensorflow as tf
 
     if args.intra is not None:
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         options.autotune.enabled = False
         ds = ds.with_options(options)
 
-    model = models.compile_model(models.build_model(seed=0), tf.keras.optimizers.Adam(1e-3))
+    model = models.compile_model(models.build_model(seed=0), keras.optimizers.Adam(1e-3))
     model.fit(ds, epochs=1, steps_per_epoch=args.warmup_steps, verbose=0)
     walls, slow = [], 0
     for call in range(args.calls):

@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     rank, workers, local_rank, local_size = 0, 1, 0, 1
     hvd = None
     if args.mode == "horovod":
+        from course_lib.training.keras2 import keras  # noqa: F401  (Keras 2 before Horovod's Keras layer loads)
         import horovod.tensorflow.keras as hvd
 
         hvd.init()
@@ -80,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.pin_core:
         devices.pin_cpu_cores(local_rank, 1)  # what source_code/horovod_fmnist.py does by default
 
+    from course_lib.training.keras2 import keras
     import tensorflow as tf
 
     if args.inter_op is not None:
@@ -109,14 +111,14 @@ def main(argv: list[str] | None = None) -> int:
         options.threading.private_threadpool_size = args.data_threads
         ds = ds.with_options(options)
 
-    def build() -> tf.keras.Model:
+    def build() -> keras.Model:
         model = models.build_model(seed=0, mixed_precision=args.mixed_precision)
-        optimizer = tf.keras.optimizers.Adam(1e-3)
+        optimizer = keras.optimizers.Adam(1e-3)
         if hvd is not None:
             compression = hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none
             optimizer = hvd.DistributedOptimizer(optimizer, compression=compression)
         if args.mixed_precision:
-            optimizer = tf.keras.mixed_precision.LossScaleOptimizer(optimizer)
+            optimizer = keras.mixed_precision.LossScaleOptimizer(optimizer)
         return models.compile_model(model, optimizer)
 
     if strategy is not None:
@@ -128,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
 
     stamps: list[float] = []
 
-    class StepClock(tf.keras.callbacks.Callback):
+    class StepClock(keras.callbacks.Callback):
         def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
             stamps.append(time.perf_counter())
             if len(stamps) == args.warmup_steps:

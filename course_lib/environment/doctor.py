@@ -25,7 +25,8 @@ from course_lib.training.files import course_root
 
 __all__ = ["Check", "DoctorReport", "run_checks", "horovod_build_info", "package_version"]
 
-PYTHON_REQUIRED = (3, 11)
+#: The Pythons TensorFlow 2.18 and the course's lock are tested on (set-up prefers 3.12).
+PYTHONS_SUPPORTED = ((3, 12), (3, 11))
 SETUP_HINT = "run `make setup` in the course folder (it installs the pinned stack into .venv)"
 
 
@@ -165,8 +166,8 @@ def _check_python() -> Check:
     course_venv = course_root() / ".venv"
     where = "the course's .venv" if Path(sys.prefix).resolve() == course_venv else sys.prefix
     text = f"{sys.version.split()[0]} ({where})"
-    if found != PYTHON_REQUIRED:
-        return Check("Python", "fail", text, "the course needs Python 3.11: "
+    if found not in PYTHONS_SUPPORTED:
+        return Check("Python", "fail", text, "the course needs Python 3.12 or 3.11: "
                      "run `make setup` and use the course kernel / .venv/bin/python")
     return Check("Python", "ok", text)
 
@@ -200,6 +201,73 @@ def _check_horovod(gpus: list[str]) -> list[Check]:
                             "rebuild with HOROVOD_GPU_OPERATIONS=NCCL: COURSE_GPU=1 COURSE_FORCE_SETUP=1 make setup"))
     else:
         checks.append(Check("Horovod build", "ok", detail))
+    return checks
+
+
+#: A line that hunk 4 of requirements/patches/horovod-<version>.patch adds to Horovod's
+#: ``horovod/tensorflow/keras/callbacks.py`` (tools/setup.sh checks the same line after its build).
+HOROVOD_PATCH_MARKER = "K = keras.backend  # tf.keras's own backend"
+
+#: Run in the course's interpreter: is ``tf.keras`` Keras 2 (tf_keras) once course_lib.training.keras2 is
+#: imported, and do Horovod's Keras callbacks use that Keras's backend (the patch, at run time)?
+_KERAS_PROBE = """
+import json
+info = {}
+try:
+    from course_lib.training.keras2 import is_active, keras
+    info["keras2"], info["detail"] = is_active()
+    import horovod.tensorflow.keras.callbacks as hvd_callbacks
+    backend = hvd_callbacks.K
+    info["horovod_backend"] = getattr(backend, "__name__", repr(backend))
+    info["horovod_keras2"] = info["horovod_backend"].startswith("tf_keras") and hasattr(backend, "set_value")
+except Exception as exc:
+    info.setdefault("keras2", False)
+    info["error"] = (str(exc).splitlines() or [type(exc).__name__])[0]
+print("KERAS " + json.dumps(info))
+"""
+
+
+def horovod_patch_in_place() -> tuple[bool, str]:
+    """Whether the installed Horovod carries the course's patch (its marker line), and the file read."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("horovod")
+    if spec is None or not spec.submodule_search_locations:
+        return False, "horovod is not installed"
+    path = Path(list(spec.submodule_search_locations)[0]) / "tensorflow" / "keras" / "callbacks.py"
+    try:
+        return HOROVOD_PATCH_MARKER in path.read_text(), str(path)
+    except OSError as error:
+        return False, f"{path}: {error.strerror}"
+
+
+def _check_keras2(horovod_ok: bool) -> list[Check]:
+    """Keras 2 (tf_keras) is tf.keras, and Horovod's Keras callbacks are patched to use it."""
+    patch = Path("requirements") / "patches" / f"horovod-{_pin('horovod') or package_version('horovod')}.patch"
+    rebuild = f"COURSE_FORCE_SETUP=1 make setup (rebuilds Horovod with {patch} applied)"
+    checks = []
+    if horovod_ok:
+        patched, where = horovod_patch_in_place()
+        checks.append(Check("Horovod patch", "ok", f"{patch.name} applied ({where})") if patched else
+                      Check("Horovod patch", "fail", f"{where} lacks the course's patch: its Keras callbacks "
+                            "would use Keras 3 and fail (horovod#4290)", rebuild))
+    try:
+        proc = subprocess.run([_probe_python(), "-c", _KERAS_PROBE], capture_output=True, text=True,
+                              timeout=120)
+        answers = [ln for ln in proc.stdout.splitlines() if ln.startswith("KERAS ")]
+        info = json.loads(answers[-1].removeprefix("KERAS ")) if answers else {}
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        info = {}
+    if not info.get("keras2"):
+        why = info.get("detail") or info.get("error") or "the check did not run"
+        checks.append(Check("Keras 2", "fail", f"tf.keras is not tf_keras ({why})",
+                            f"{SETUP_HINT}; import Keras only as `from course_lib.training.keras2 import keras` "
+                            "(it sets TF_USE_LEGACY_KERAS=1 before TensorFlow resolves tf.keras)"))
+    else:
+        checks.append(Check("Keras 2", "ok", str(info.get("detail"))))
+        if horovod_ok and not info.get("horovod_keras2"):
+            why = info.get("error") or f"its callbacks use {info.get('horovod_backend')}"
+            checks.append(Check("Horovod Keras callbacks", "fail", f"not on Keras 2 ({why})", rebuild))
     return checks
 
 
@@ -250,9 +318,11 @@ def run_checks() -> DoctorReport:
     gpus = gpu_names()
     report = DoctorReport()
     report.checks.append(_check_python())
-    tf_dist = ("tensorflow", "tensorflow-cpu") if gpus else ("tensorflow-cpu", "tensorflow")
-    report.checks.append(_check_version("TensorFlow", tf_dist, "tensorflow-cpu"))
-    report.checks.extend(_check_horovod(gpus))
+    report.checks.append(_check_version("TensorFlow", ("tensorflow",), "tensorflow"))
+    report.checks.append(_check_version("tf-keras", ("tf_keras", "tf-keras"), "tf_keras"))
+    horovod_checks = _check_horovod(gpus)
+    report.checks.extend(horovod_checks)
+    report.checks.extend(_check_keras2(all(check.status != "fail" for check in horovod_checks)))
     report.checks.extend(_check_devices(gpus))
     report.checks.append(_check_data())
     report.checks.append(_check_version("tensorflow-datasets", ("tensorflow-datasets",), "tensorflow-datasets"))

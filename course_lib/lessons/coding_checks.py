@@ -129,7 +129,9 @@ def check_replica_step(replica_step: Callable[..., Any], strategy: Any, *, seed:
     Returns:
         True when the two models end with the same weights.
     """
-    import tensorflow as tf
+    import tensorflow as tf  # late: TensorFlow loads only when the check runs
+
+    from course_lib.training.keras2 import keras  # late: keras2 imports TensorFlow
 
     key = "02.replica_step"
     if strategy.num_replicas_in_sync < 2:
@@ -141,13 +143,13 @@ def check_replica_step(replica_step: Callable[..., Any], strategy: Any, *, seed:
     dataset = tf.data.Dataset.from_tensor_slices((images, labels)).batch(32)
 
     def small_model() -> Any:
-        init = tf.keras.initializers.GlorotUniform(seed=seed)
-        return tf.keras.Sequential([tf.keras.layers.Flatten(input_shape=(28, 28, 1)),
-                                    tf.keras.layers.Dense(10, kernel_initializer=init)])
+        init = keras.initializers.GlorotUniform(seed=seed)
+        return keras.Sequential([keras.layers.Flatten(input_shape=(28, 28, 1)),
+                                    keras.layers.Dense(10, kernel_initializer=init)])
 
     reference = small_model()
-    ref_opt = tf.keras.optimizers.SGD(0.5)
-    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    ref_opt = keras.optimizers.SGD(0.5)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     for x, y in dataset:
         with tf.GradientTape() as tape:
             loss = loss_fn(y, reference(x, training=True))
@@ -155,7 +157,8 @@ def check_replica_step(replica_step: Callable[..., Any], strategy: Any, *, seed:
                                     reference.trainable_variables))
     with strategy.scope():
         model = small_model()
-        optimizer = tf.keras.optimizers.SGD(0.5)
+        optimizer = keras.optimizers.SGD(0.5)
+
     def train() -> None:
         for x, y in strategy.experimental_distribute_dataset(dataset):
             strategy.run(replica_step, args=(model, optimizer, x, y))

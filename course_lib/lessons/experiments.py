@@ -78,13 +78,13 @@ def batch_size_sweep(images: np.ndarray, labels: np.ndarray, batch_sizes: Sequen
 def _measure_batch(images: np.ndarray, labels: np.ndarray, batch: int, epochs: int,
                    warmup_epochs: int, seed: int) -> dict[str, float]:
     """One row of :func:`batch_size_sweep`: a fresh model, ``epochs`` epochs, disturbed ones re-run."""
-    import tensorflow as tf
+    from course_lib.training.keras2 import keras
 
     # late: callbacks imports TensorFlow
     from course_lib.training.callbacks import Throughput
 
     n = len(images)
-    tf.keras.backend.clear_session()
+    keras.backend.clear_session()
     model = models.compile_model(models.build_model(seed=seed), "adam")
     dataset = pipeline.make_dataset(images, labels, batch_size=batch, training=True, seed=seed)
 

@@ -103,7 +103,7 @@ def train_trial(settings: Mapping[str, Any], seed: int, split: Split, *, epochs:
 
     Introduced in notebooks/04_large_batch.ipynb.
     """
-    import tensorflow as tf
+    from course_lib.training.keras2 import keras
 
     # late: callbacks and optimizers import TensorFlow
     from course_lib.training import callbacks, models, optimizers, pipeline, schedules, seeding
@@ -116,7 +116,7 @@ def train_trial(settings: Mapping[str, Any], seed: int, split: Split, *, epochs:
     warmup = round(float(settings.get("warmup_epochs", 0)) * per_epoch)
     rate = (schedules.linear_warmup(lr, warmup, lr / float(settings["base_lr"])) if warmup
             else lr)
-    tf.keras.backend.clear_session()
+    keras.backend.clear_session()
     seeding.configure(seed, deterministic=True)
     model = models.build_model(seed=seed)
     models.compile_model(model, optimizers.get_optimizer(settings["optimizer"], rate))
@@ -125,7 +125,7 @@ def train_trial(settings: Mapping[str, Any], seed: int, split: Split, *, epochs:
     losses: list[float] = []
     epoch_s: list[float] = []
 
-    class Validate(tf.keras.callbacks.Callback):
+    class Validate(keras.callbacks.Callback):
         def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
             self.started = time.perf_counter()
 

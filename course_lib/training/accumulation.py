@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+from course_lib.training.keras2 import keras
 import tensorflow as tf
 
 __all__ = ["GradientAccumulator", "accumulate_gradients"]
@@ -48,7 +49,7 @@ class GradientAccumulator:
     Introduced in notebooks/04_large_batch.ipynb.
     """
 
-    def __init__(self, model: tf.keras.Model, k: int, all_reduce: AllReduce | None = None) -> None:
+    def __init__(self, model: keras.Model, k: int, all_reduce: AllReduce | None = None) -> None:
         if int(k) < 1:
             raise ValueError(f"k (backward passes per step) must be >= 1, got {k}")
         if getattr(model, "optimizer", None) is None:
@@ -64,7 +65,7 @@ class GradientAccumulator:
     def _gradients(self, loss: tf.Tensor, tape: tf.GradientTape) -> list[tf.Tensor]:
         """Gradients of ``loss``, unscaled when the optimizer is a LossScaleOptimizer."""
         variables = self.model.trainable_variables
-        if isinstance(self.optimizer, tf.keras.mixed_precision.LossScaleOptimizer):
+        if isinstance(self.optimizer, keras.mixed_precision.LossScaleOptimizer):
             grads = tape.gradient(loss, variables)
             return self.optimizer.get_unscaled_gradients(grads)
         return tape.gradient(loss, variables)
@@ -72,12 +73,12 @@ class GradientAccumulator:
     def train_step(self, data: Any) -> dict[str, tf.Tensor]:
         """One micro-step: forward, backward, accumulate; every k-th also updates the weights."""
         model = self.model
-        x, y, sample_weight = tf.keras.utils.unpack_x_y_sample_weight(data)
+        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
         with tf.GradientTape() as tape:
             y_pred = model(x, training=True)
             loss = model.compute_loss(x, y, y_pred, sample_weight)
             scaled = (self.optimizer.get_scaled_loss(loss) if isinstance(
-                self.optimizer, tf.keras.mixed_precision.LossScaleOptimizer) else loss)
+                self.optimizer, keras.mixed_precision.LossScaleOptimizer) else loss)
         for total, grad in zip(self.sums, self._gradients(scaled, tape)):
             total.assign_add(tf.convert_to_tensor(grad))
         self.micro_steps.assign_add(1)
@@ -95,7 +96,7 @@ class GradientAccumulator:
         return tf.constant(True)
 
 
-def accumulate_gradients(model: tf.keras.Model, k: int,
+def accumulate_gradients(model: keras.Model, k: int,
                          all_reduce: AllReduce | None = None) -> GradientAccumulator:
     """Make ``model.fit`` update once per ``k`` batches, exactly like one step of a k× batch.
 
@@ -104,7 +105,7 @@ def accumulate_gradients(model: tf.keras.Model, k: int,
     and learning-rate schedules see the large-batch step number.
 
     Args:
-        model: A compiled Keras model (its optimizer: any Keras 2.15 optimizer, NOT
+        model: A compiled Keras model (its optimizer: any Keras 2 (tf_keras) optimizer, NOT
             ``hvd.DistributedOptimizer``: pass ``all_reduce`` instead).
         k: Micro-batches per update.
         all_reduce: Averages a list of gradients across workers, once per update.

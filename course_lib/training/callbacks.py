@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import tensorflow as tf
+from course_lib.training.keras2 import keras
 
 from course_lib.training.checkpoints import save_checkpoint
 from course_lib.training.consumption import ConsumedIds
@@ -24,7 +24,7 @@ __all__ = ["Throughput", "ReseedDropout", "EvaluateEachEpoch", "CheckpointEachEp
            "ReportConsumed", "StepDigests"]
 
 
-class Throughput(ThroughputMeter, tf.keras.callbacks.Callback):
+class Throughput(ThroughputMeter, keras.callbacks.Callback):
     """Keras callback measuring images actually processed per second.
 
     Same constructor, hooks and summary as :class:`course_lib.training.throughput.ThroughputMeter`,
@@ -32,7 +32,7 @@ class Throughput(ThroughputMeter, tf.keras.callbacks.Callback):
     """
 
 
-class ReseedDropout(tf.keras.callbacks.Callback):
+class ReseedDropout(keras.callbacks.Callback):
     """At each epoch start, reset dropout's random generators from ``(seed, epoch)``.
 
     So a resumed run draws the masks of an uninterrupted one
@@ -47,7 +47,7 @@ class ReseedDropout(tf.keras.callbacks.Callback):
         reseed_dropout(self.model, self.seed, epoch)
 
 
-class EvaluateEachEpoch(tf.keras.callbacks.Callback):
+class EvaluateEachEpoch(keras.callbacks.Callback):
     """After every epoch, evaluate on a test set and add ``test_loss``, ``test_accuracy`` and
     ``wall_time_s`` (seconds since ``started``) to the epoch's logs (``--eval-every-epoch``).
 
@@ -65,7 +65,7 @@ class EvaluateEachEpoch(tf.keras.callbacks.Callback):
                         wall_time_s=time.perf_counter() - self.started)
 
 
-class CheckpointEachEpoch(tf.keras.callbacks.Callback):
+class CheckpointEachEpoch(keras.callbacks.Callback):
     """After every epoch, save model and optimizer atomically and print the ``checkpoint`` event.
 
     Use it on rank 0 only (:func:`course_lib.training.checkpoints.save_checkpoint`).
@@ -85,7 +85,7 @@ class CheckpointEachEpoch(tf.keras.callbacks.Callback):
              digest=info["digest"])
 
 
-class ReportConsumed(tf.keras.callbacks.Callback):
+class ReportConsumed(keras.callbacks.Callback):
     """After every epoch, print this rank's ``consumed`` event: which examples it trained on.
 
     Every rank uses it (like the ``digest`` event); ``recorder`` is the
@@ -102,7 +102,7 @@ class ReportConsumed(tf.keras.callbacks.Callback):
         emit("consumed", self.json_lines, **fields)
 
 
-class StepDigests(tf.keras.callbacks.Callback):
+class StepDigests(keras.callbacks.Callback):
     """Print a ``step_digest`` event with the weights digest before training and after every
     (micro-)step: under gradient accumulation the weights must change only every k-th step.
 

@@ -57,7 +57,7 @@ class FashionMNIST(NamedTuple):
 
 
 def _keras_cache_dir() -> Path:
-    """Folder where TF 2.15's keras ``get_file`` looks for ``fashion-mnist/<stem>.gz``."""
+    """Folder where Keras 2's (tf_keras) ``get_file`` looks for ``fashion-mnist/<stem>.gz``."""
     base = Path("~/.keras").expanduser()
     try:
         base.mkdir(parents=True, exist_ok=True)
@@ -134,7 +134,7 @@ def _load_tfds(data_dir: Path) -> tuple[FashionMNIST, bool]:
 
 
 def _load_keras(data_dir: Path) -> tuple[FashionMNIST, bool]:  # keras keeps its own cache (~/.keras)
-    import tensorflow as tf
+    from course_lib.training.keras2 import keras
 
     cache = _keras_cache_dir()
     raw = _raw_dir_or_none()
@@ -144,7 +144,7 @@ def _load_keras(data_dir: Path) -> tuple[FashionMNIST, bool]:  # keras keeps its
             if not target.exists():
                 atomic_write_bytes(target, (raw / f"{stem}.gz").read_bytes())
     try:
-        (x_train, y_train), (x_test, y_test) = tf.keras.datasets.fashion_mnist.load_data()
+        (x_train, y_train), (x_test, y_test) = keras.datasets.fashion_mnist.load_data()
     except Exception as exc:
         raise DataError(f"keras could not load fashion_mnist: {type(exc).__name__}: {exc}. "
                         f"{GET_DATA_HINT}") from exc
@@ -241,7 +241,7 @@ def load_arrays(source: str = "tfds", *, train_subset: int | None = None,
 
     Args:
         source: ``"tfds"`` (``tfds.load("fashion_mnist")``) or ``"keras"``
-            (``tf.keras.datasets.fashion_mnist.load_data()``).
+            (``keras.datasets.fashion_mnist.load_data()``).
         train_subset: Keep only the FIRST ``train_subset`` training examples (None: all 60 000).
         test_subset: Keep only the FIRST ``test_subset`` test examples (None: all 10 000).
         data_dir: The tfds data folder (``None``: :func:`resolve_data_dir`'s environment order).

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
-    import tensorflow as tf
+    from course_lib.training.keras2 import keras
 
 __all__ = ["INPUT_SHAPE", "build_model", "compile_model", "output_is_logits", "weights_digest"]
 
@@ -24,7 +24,7 @@ INPUT_SHAPE = (28, 28, 1)
 
 
 def build_model(*, from_logits: bool = True, mixed_precision: bool = False,
-                seed: int | None = None, num_classes: int = 10) -> "tf.keras.Model":
+                seed: int | None = None, num_classes: int = 10) -> "keras.Model":
     """Build the course CNN (not compiled).
 
     Conv2D 32 (3x3, relu) → Conv2D 64 (3x3, relu) → MaxPool 2 → Dropout 0.25 → Flatten →
@@ -38,25 +38,25 @@ def build_model(*, from_logits: bool = True, mixed_precision: bool = False,
         num_classes: Number of outputs.
 
     Returns:
-        A ``tf.keras.Sequential`` model named ``"course_cnn"``.
+        A ``keras.Sequential`` model named ``"course_cnn"``.
     """
-    import tensorflow as tf
+    from course_lib.training.keras2 import keras
 
-    layers = tf.keras.layers
+    layers = keras.layers
     policy = "mixed_float16" if mixed_precision else None
 
     def init(offset: int) -> Any:
         if seed is None:
             return "glorot_uniform"
-        return tf.keras.initializers.GlorotUniform(seed=seed + offset)
+        return keras.initializers.GlorotUniform(seed=seed + offset)
 
     def dropout_seed(offset: int) -> int | None:
         return None if seed is None else seed + offset
 
     kw = {"dtype": policy} if policy else {}
-    model = tf.keras.Sequential(
+    model = keras.Sequential(
         [
-            tf.keras.Input(shape=INPUT_SHAPE),
+            keras.Input(shape=INPUT_SHAPE),
             layers.Conv2D(32, 3, activation="relu", kernel_initializer=init(0), **kw),
             layers.Conv2D(64, 3, activation="relu", kernel_initializer=init(1), **kw),
             layers.MaxPooling2D(2, **kw),
@@ -72,7 +72,7 @@ def build_model(*, from_logits: bool = True, mixed_precision: bool = False,
     return model
 
 
-def output_is_logits(model: "tf.keras.Model") -> bool:
+def output_is_logits(model: "keras.Model") -> bool:
     """Whether the model's last layer outputs logits (no softmax/sigmoid activation).
 
     Args:
@@ -82,18 +82,18 @@ def output_is_logits(model: "tf.keras.Model") -> bool:
     Returns:
         True for a linear last activation, False for softmax (or sigmoid).
     """
-    import tensorflow as tf
+    from course_lib.training.keras2 import keras
 
     last = model.layers[-1]
-    if isinstance(last, tf.keras.layers.Softmax):
+    if isinstance(last, keras.layers.Softmax):
         return False
     activation = getattr(last, "activation", None)
     name = getattr(activation, "__name__", str(activation)) if activation is not None else "linear"
     return name not in ("softmax", "sigmoid")
 
 
-def compile_model(model: "tf.keras.Model", optimizer: Any, *, from_logits: bool = True,
-                  **compile_kwargs: Any) -> "tf.keras.Model":
+def compile_model(model: "keras.Model", optimizer: Any, *, from_logits: bool = True,
+                  **compile_kwargs: Any) -> "keras.Model":
     """Compile ``model`` with the sparse cross-entropy that matches its output, and accuracy.
 
     Args:
@@ -109,7 +109,7 @@ def compile_model(model: "tf.keras.Model", optimizer: Any, *, from_logits: bool 
         ValueError: ``from_logits`` disagrees with the model's last activation, or ``loss`` /
             ``metrics`` were passed in ``compile_kwargs``.
     """
-    import tensorflow as tf
+    from course_lib.training.keras2 import keras
 
     if "loss" in compile_kwargs or "metrics" in compile_kwargs:
         raise ValueError("compile_model sets loss and metrics itself; call model.compile directly "
@@ -123,7 +123,7 @@ def compile_model(model: "tf.keras.Model", optimizer: Any, *, from_logits: bool 
         )
     model.compile(
         optimizer=optimizer,
-        loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=from_logits),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=from_logits),
         metrics=["accuracy"],
         **compile_kwargs,
     )

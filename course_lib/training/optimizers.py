@@ -1,4 +1,4 @@
-"""Layer-wise adaptive optimizers for large-batch training: LARS and LAMB (Keras 2.15).
+"""Layer-wise adaptive optimizers for large-batch training: LARS and LAMB (Keras 2: tf_keras).
 
 Both rescale each variable's update by a *trust ratio* built from the norm of the variable and
 the norm of its update, so every layer moves by a similar *relative* amount however large the
@@ -21,7 +21,7 @@ in ``variable.name``) get no weight decay; those matching ``exclude_from_layer_a
 excluded, as in both papers. The weight decay is the papers' *coupled* one, applied inside
 ``update_step``; Keras' own decoupled decay step is disabled for these classes.
 
-Both subclass the *new* ``tf.keras.optimizers.Optimizer`` of TF 2.15 (``build`` +
+Both subclass the *new* ``keras.optimizers.Optimizer`` of Keras 2 (TF 2.11+, tf_keras) (``build`` +
 ``update_step``), round-trip through ``get_config``/``from_config`` and can be wrapped by
 ``hvd.DistributedOptimizer``. This module imports TensorFlow (which does not yet initialise any
 device, so ``simulate_devices`` still works after it); the scripts import it after parsing
@@ -36,6 +36,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from course_lib.training.keras2 import keras
 import tensorflow as tf
 
 __all__ = ["DEFAULT_EXCLUDE", "LARS", "LAMB", "get_optimizer"]
@@ -68,7 +69,7 @@ def _check_range(key: str, value: float, low: float, high: float | None = None) 
         raise ValueError(f"{key} must be {bound}, got {value!r}.")
 
 
-class _Layerwise(tf.keras.optimizers.Optimizer):
+class _Layerwise(keras.optimizers.Optimizer):
     """Common parts: exclusion lists, coupled weight decay, trust ratio, config."""
 
     def __init__(self, *, name: str, weight_decay: float | None,
@@ -127,7 +128,7 @@ class LARS(_Layerwise):
         exclude_from_layer_adaptation: Regexes; matching variables use trust ratio 1 (plain
             momentum SGD). None means the weight-decay exclusions.
         name: Optimizer name.
-        **kwargs: Other ``tf.keras.optimizers.Optimizer`` arguments (``clipnorm``, ...).
+        **kwargs: Other ``keras.optimizers.Optimizer`` arguments (``clipnorm``, ...).
 
     Raises:
         ValueError: A coefficient is out of range or a pattern is not a valid regex.
@@ -196,7 +197,7 @@ class LAMB(_Layerwise):
         exclude_from_layer_adaptation: Regexes; matching variables use trust ratio 1 (plain
             Adam step). None means the weight-decay exclusions.
         name: Optimizer name.
-        **kwargs: Other ``tf.keras.optimizers.Optimizer`` arguments (``clipnorm``, ...).
+        **kwargs: Other ``keras.optimizers.Optimizer`` arguments (``clipnorm``, ...).
 
     Raises:
         ValueError: A coefficient is out of range or a pattern is not a valid regex.
@@ -252,7 +253,7 @@ class LAMB(_Layerwise):
                 "epsilon": self.epsilon}
 
 
-def get_optimizer(name: str, learning_rate: float, **kwargs: Any) -> tf.keras.optimizers.Optimizer:
+def get_optimizer(name: str, learning_rate: float, **kwargs: Any) -> keras.optimizers.Optimizer:
     """Build an optimizer by its course name.
 
     Args:
@@ -261,7 +262,7 @@ def get_optimizer(name: str, learning_rate: float, **kwargs: Any) -> tf.keras.op
         **kwargs: Extra keyword arguments for the optimizer's constructor.
 
     Returns:
-        A new Keras 2.15 optimizer.
+        A new Keras 2 (tf_keras) optimizer.
 
     Raises:
         ValueError: If ``name`` is not one of the four names.
@@ -270,10 +271,10 @@ def get_optimizer(name: str, learning_rate: float, **kwargs: Any) -> tf.keras.op
     """
     key = name.lower()
     if key == "adam":
-        return tf.keras.optimizers.Adam(learning_rate=learning_rate, **kwargs)
+        return keras.optimizers.Adam(learning_rate=learning_rate, **kwargs)
     if key == "sgd":
         kwargs.setdefault("momentum", 0.9)
-        return tf.keras.optimizers.SGD(learning_rate=learning_rate, **kwargs)
+        return keras.optimizers.SGD(learning_rate=learning_rate, **kwargs)
     if key in ("lars", "lamb"):
         return (LARS if key == "lars" else LAMB)(learning_rate=learning_rate, **kwargs)
     raise ValueError(f"Unknown optimizer {name!r}; choose one of 'adam', 'sgd', 'lars', 'lamb'.")

@@ -55,20 +55,21 @@ def linear_warmup(peak_lr: float, warmup_updates: int, growth: float) -> "Any":
             batch growth), >= 1.
 
     Returns:
-        A ``tf.keras.optimizers.schedules.LearningRateSchedule``.
+        A ``keras.optimizers.schedules.LearningRateSchedule``.
 
     Raises:
         ValueError: A non-positive rate, or ``warmup_updates`` / ``growth`` below 1.
 
     Introduced in notebooks/04_large_batch.ipynb.
     """
+    from course_lib.training.keras2 import keras
     import tensorflow as tf
 
     if peak_lr <= 0 or warmup_updates < 1 or growth < 1:
         raise ValueError(f"need peak_lr > 0, warmup_updates >= 1, growth >= 1; got {peak_lr}, "
                          f"{warmup_updates}, {growth}")
 
-    class LinearWarmup(tf.keras.optimizers.schedules.LearningRateSchedule):
+    class LinearWarmup(keras.optimizers.schedules.LearningRateSchedule):
         def __call__(self, step: Any) -> Any:
             done = tf.minimum(tf.cast(step, tf.float32) + 1.0, float(warmup_updates))
             start = peak_lr / growth

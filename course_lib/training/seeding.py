@@ -32,13 +32,14 @@ def configure(seed: int, *, deterministic: bool = False, resumable_dropout: bool
             :func:`reseed_dropout`; the MirroredStrategy script, which does not resume, keeps
             Keras' default).
     """
+    from course_lib.training.keras2 import keras
     import tensorflow as tf
 
     if deterministic:
         tf.config.experimental.enable_op_determinism()
-    tf.keras.utils.set_random_seed(seed)
+    keras.utils.set_random_seed(seed)
     if resumable_dropout:
-        tf.keras.backend.experimental.enable_tf_random_generator()
+        keras.backend.experimental.enable_tf_random_generator()
 
 
 def fix_cpu_threads(threads: int = 2, *, hide_gpus: bool = True) -> None:

@@ -53,10 +53,11 @@ CODING = {
 
 def replica_step(model, optimizer, images, labels):
     """02's coding exercise: one replica's share of a training step (run by strategy.run)."""
+    from course_lib.training.keras2 import keras
     import tensorflow as tf
 
-    per_example = tf.keras.losses.SparseCategoricalCrossentropy(
-        from_logits=True, reduction=tf.keras.losses.Reduction.NONE)
+    per_example = keras.losses.SparseCategoricalCrossentropy(
+        from_logits=True, reduction=keras.losses.Reduction.NONE)
     context = tf.distribute.get_replica_context()
     step_images = context.all_reduce(tf.distribute.ReduceOp.SUM, tf.shape(labels)[0])  # all replicas
     with tf.GradientTape() as tape:

@@ -17,6 +17,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
+from course_lib.training.keras2 import keras
 import tensorflow as tf  # noqa: E402
 import horovod.tensorflow.keras as hvd  # noqa: E402
 
@@ -40,7 +41,7 @@ def main():
     # Two ranks share two cores with everything else: one TF thread each avoids thrashing.
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
-    tf.keras.utils.set_random_seed(1234 + hvd.rank())  # different start: the broadcast matters
+    keras.utils.set_random_seed(1234 + hvd.rank())  # different start: the broadcast matters
     rng = np.random.default_rng(hvd.rank())
     n = args.train_subset // hvd.size()
     x = rng.normal(size=(n, 16)).astype("float32")
@@ -61,14 +62,14 @@ def main():
                 sys.exit(f"tiny_hvd: {args.wait_for} never appeared: output is not streamed")
             time.sleep(0.05)
 
-    model = tf.keras.Sequential([tf.keras.layers.Dense(32, activation="relu", input_shape=(16,)),
-                                 tf.keras.layers.Dense(10)])
-    opt = hvd.DistributedOptimizer(tf.keras.optimizers.SGD(0.01))
-    model.compile(opt, tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    model = keras.Sequential([keras.layers.Dense(32, activation="relu", input_shape=(16,)),
+                                 keras.layers.Dense(10)])
+    opt = hvd.DistributedOptimizer(keras.optimizers.SGD(0.01))
+    model.compile(opt, keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"])
     rates = []
 
-    class Report(tf.keras.callbacks.Callback):
+    class Report(keras.callbacks.Callback):
         def on_epoch_begin(self, epoch, logs=None):
             self.t0 = time.perf_counter()
 

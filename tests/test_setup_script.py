@@ -1,0 +1,161 @@
+"""tools/setup.sh: which Python it builds the venv from, and the Horovod patch it applies (issue 34).
+
+The interpreter is chosen on a fake PATH holding fake interpreters (shell scripts that answer set-up's
+version probes and record the ``-m venv`` call, then stop set-up): no real venv is built.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from course_lib.environment import doctor
+
+ROOT = Path(__file__).resolve().parents[1]
+SETUP = ROOT / "tools" / "setup.sh"
+CONSTRAINTS = ROOT / "requirements" / "constraints.txt"
+# What set-up runs before it creates the venv (found on the real PATH, linked into the fake one).
+TOOLS = ("bash", "cat", "cut", "date", "dirname", "dpkg-query", "grep", "head", "id", "sha256sum", "sort", "tr")
+REAL_PYTHON = sys.executable
+
+
+def _fake_python(folder: Path, name: str, version: tuple[int, int]) -> None:
+    """A fake interpreter: runs set-up's ``-c`` probes as Python ``version``; ``-m venv`` is recorded."""
+    script = folder / name
+    script.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = -m ]; then echo "$0 $*" >"{folder}/venv-call"; exit 3; fi\n'
+        f'if [ "$1" = -c ]; then exec {REAL_PYTHON} -c "import sys; sys.version_info = '
+        f'({version[0]}, {version[1]}, 0, \'final\', 0)\n$2"; fi\n'
+        "exit 2\n")
+    script.chmod(0o755)
+
+
+def _run_setup(tmp_path: Path, pythons: dict[str, tuple[int, int]],
+               extra_env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess[str], str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in TOOLS:
+        found = shutil.which(tool)
+        assert found, f"{tool} is needed on this machine for the test"
+        (bin_dir / tool).symlink_to(found)
+    for name, version in pythons.items():
+        _fake_python(bin_dir, name, version)
+    env = {"PATH": str(bin_dir), "HOME": str(tmp_path), "COURSE_SKIP_APT": "1", "COURSE_GPU": "0",
+           "COURSE_VENV": str(tmp_path / "venv"), **(extra_env or {})}
+    proc = subprocess.run([str(bin_dir / "bash"), str(SETUP)], capture_output=True, text=True, env=env,
+                          timeout=60)
+    call = (bin_dir / "venv-call").read_text().strip() if (bin_dir / "venv-call").exists() else ""
+    return proc, call
+
+
+@pytest.mark.parametrize("pythons, chosen", [
+    ({"python3.12": (3, 12), "python3.11": (3, 11), "python3": (3, 11)}, "python3.12"),  # 3.12 first (CI)
+    ({"python3.11": (3, 11)}, "python3.11"),                                           # Debian 12
+    ({"python3.12": (3, 12)}, "python3.12"),                                           # Ubuntu 24.04
+    ({"python3": (3, 12)}, "python3"),                                                 # only `python3`
+    ({"python3.12": (3, 10), "python3.11": (3, 11)}, "python3.11"),  # a misnamed 3.10 is passed over
+], ids=["both", "only-3.11", "only-3.12", "python3-is-3.12", "wrong-3.12"])
+def test_setup_takes_python_3_12_else_3_11(tmp_path: Path, pythons: dict, chosen: str) -> None:
+    proc, call = _run_setup(tmp_path, pythons)
+    assert call == f"{tmp_path / 'bin' / chosen} -m venv {tmp_path / 'venv'}", proc.stdout + proc.stderr
+    assert f"creating {tmp_path / 'venv'} with {chosen}" in proc.stdout
+    assert proc.returncode != 0  # the fake's venv step fails on purpose: nothing is installed
+
+
+def test_setup_without_python_3_12_or_3_11_says_what_to_install(tmp_path: Path) -> None:
+    proc, call = _run_setup(tmp_path, {"python3": (3, 13), "python3.10": (3, 10)})
+    assert proc.returncode == 1 and call == ""
+    err = proc.stderr
+    assert "neither Python 3.12 nor 3.11 found" in err, err
+    assert "sudo apt-get install python3.12 python3.12-venv" in err and "pyenv install 3.12" in err, err
+    assert "PYTHON=/path/to/python3.12" in err and "conda env create -f environment.yml" in err, err
+
+
+def test_python_variable_overrides_the_search(tmp_path: Path) -> None:
+    extra = tmp_path / "elsewhere"
+    extra.mkdir()
+    _fake_python(extra, "py311", (3, 11))
+    proc, _ = _run_setup(tmp_path, {"python3.12": (3, 12)}, {"PYTHON": str(extra / "py311")})
+    assert (extra / "venv-call").read_text().startswith(f"{extra / 'py311'} -m venv"), proc.stdout + proc.stderr
+    assert f"with {extra / 'py311'} (Python 3.11)" in proc.stdout
+
+
+def test_python_variable_with_a_wrong_version_is_refused(tmp_path: Path) -> None:
+    extra = tmp_path / "elsewhere"
+    extra.mkdir()
+    _fake_python(extra, "py310", (3, 10))
+    proc, _ = _run_setup(tmp_path, {"python3.12": (3, 12)}, {"PYTHON": str(extra / "py310")})
+    assert proc.returncode == 1 and not (extra / "venv-call").exists()
+    assert "is Python 3.10; the course needs 3.12 or 3.11" in proc.stderr, proc.stderr
+
+
+# ---------------------------------------------------------------- the Horovod patch
+PATCH = ROOT / "requirements" / "patches" / "horovod-0.28.1.patch"
+
+
+def _file_sections(text: str) -> list[tuple[str, str]]:
+    """(comment above, file) for each file the patch changes."""
+    pieces = re.split(r"(?m)^--- a/(\S+)\n", text)
+    return [(pieces[i - 1].split("\n@@")[-1].rsplit("\n+++", 1)[0] if i > 1 else pieces[0], pieces[i])
+            for i in range(1, len(pieces), 2)]
+
+
+def test_the_patch_is_for_the_pinned_horovod_and_each_hunk_names_its_upstream_issue() -> None:
+    pinned = re.search(r"(?m)^horovod==(\S+)", CONSTRAINTS.read_text()).group(1)
+    assert PATCH.name == f"horovod-{pinned}.patch"
+    text = PATCH.read_text()
+    sections = _file_sections(text)
+    assert [f for _, f in sections] == ["horovod/common/common.h", "horovod/common/group_table.h",
+                                        "horovod/tensorflow/keras/__init__.py",
+                                        "horovod/tensorflow/keras/callbacks.py"]
+    for comment, path in sections:
+        last_lines = comment.strip().splitlines()[-3:]
+        assert any(re.search(r"horovod#\d+|PR #\d+", line) for line in last_lines), (
+            f"the hunk for {path} needs a comment naming its upstream issue or PR")
+
+
+def test_setup_and_the_doctor_check_the_line_the_patch_adds() -> None:
+    added = [line[1:] for line in PATCH.read_text().splitlines() if line.startswith("+") and
+             not line.startswith("+++")]
+    assert any(line.strip().startswith(doctor.HOROVOD_PATCH_MARKER) for line in added)
+    setup = SETUP.read_text()
+    assert f'HVD_PATCH_MARKER="{doctor.HOROVOD_PATCH_MARKER}"' in setup
+    assert "patch -p1 --dry-run" in setup and "does not apply" in setup
+    assert re.search(r"HVD_SDIST_SHA256=[0-9a-f]{64}\n", setup)
+
+
+def test_the_installed_horovod_carries_the_patch() -> None:
+    patched, where = doctor.horovod_patch_in_place()
+    assert patched, f"{where} lacks the patch: COURSE_FORCE_SETUP=1 make setup"
+
+
+def test_doctor_fails_with_remedy_when_the_patch_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(doctor, "horovod_patch_in_place", lambda: (False, "/x/horovod/tensorflow/keras/callbacks.py"))
+    monkeypatch.setattr(doctor.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(
+        a, 0, 'KERAS {"keras2": true, "detail": "d", "horovod_backend": "tf_keras.api", "horovod_keras2": true}\n', ""))
+    checks = {c.name: c for c in doctor._check_keras2(horovod_ok=True)}
+    assert checks["Horovod patch"].status == "fail"
+    assert "COURSE_FORCE_SETUP=1 make setup" in checks["Horovod patch"].remedy
+    assert "horovod-0.28.1.patch" in checks["Horovod patch"].remedy
+    assert checks["Keras 2"].status == "ok"
+
+
+def test_doctor_fails_when_tf_keras_is_keras_3(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(doctor.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(
+        a, 0, 'KERAS {"keras2": false, "detail": "tf.keras is Keras 3.15.1"}\n', ""))
+    checks = {c.name: c for c in doctor._check_keras2(horovod_ok=False)}
+    assert checks["Keras 2"].status == "fail" and "Keras 3.15.1" in checks["Keras 2"].detail
+    assert "course_lib.training.keras2" in checks["Keras 2"].remedy
+    assert "Horovod patch" not in checks  # Horovod's own failure is reported by its checks
+
+
+def test_setup_script_has_no_syntax_error() -> None:
+    assert subprocess.run(["bash", "-n", str(SETUP)], capture_output=True).returncode == 0
+    assert os.access(SETUP, os.R_OK)
