@@ -248,7 +248,9 @@ def _check_keras2(horovod_ok: bool) -> list[Check]:
     checks = []
     if horovod_ok:
         patched, where = horovod_patch_in_place()
-        checks.append(Check("Horovod patch", "ok", f"{patch.name} applied ({where})") if patched else
+        # The installed file, named from the package down (the venv's absolute path differs per machine).
+        checks.append(Check("Horovod patch", "ok", f"{patch.name} applied in "
+                            f"{Path(where).relative_to(Path(where).parents[3]).as_posix()}") if patched else
                       Check("Horovod patch", "fail", f"{where} lacks the course's patch: its Keras callbacks "
                             "would use Keras 3 and fail (horovod#4290)", rebuild))
     try:
