@@ -26,27 +26,13 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from course_lib.lessons.concepts import allreduce_cost_table
+from course_lib.lessons.concepts import ring_factor  # re-exported: notebook 05 names it here
 
 if TYPE_CHECKING:
     import pandas
 
 __all__ = ["AlphaBeta", "ring_factor", "algorithm_bandwidth", "bus_bandwidth", "bench_table",
            "fit_alpha_beta", "cycle_part", "plot_fit", "check_prediction"]
-
-
-def ring_factor(workers: int) -> float:
-    """Bytes each worker sends per byte of gradient in a ring all-reduce: ``2 (N - 1) / N``.
-
-    Taken from :func:`course_lib.lessons.concepts.allreduce_cost_table` (notebook 01), so the
-    course states the formula once.
-
-    Raises:
-        ValueError: If ``workers`` is not an int >= 1.
-    """
-    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
-        raise ValueError(f"workers={workers!r} must be an int >= 1, e.g. 2")
-    return float(allreduce_cost_table(1.0, [int(workers)])["ring_mb_per_worker"].iloc[0])
 
 
 def algorithm_bandwidth(size_bytes: float, seconds: float) -> float:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import matplotlib.patches
     import pandas
 
-__all__ = ["AllReduceResult", "ring_allreduce", "allreduce_cost_table", "synchronous_vs_asynchronous",
+__all__ = ["AllReduceResult", "ring_allreduce", "ring_factor", "allreduce_cost_table", "synchronous_vs_asynchronous",
            "plot_ring_trace"]
 
 
@@ -85,6 +85,20 @@ def ring_allreduce(arrays: Sequence[np.ndarray]) -> AllReduceResult:
     return AllReduceResult([np.concatenate(c) for c in chunks], sent, 2 * (n - 1))
 
 
+def ring_factor(workers: int) -> float:
+    """Bytes each worker sends per byte of gradient in a ring all-reduce: ``2 (N - 1) / N``.
+
+    The course's one statement of the formula: :func:`allreduce_cost_table` (notebook 01) and
+    :mod:`course_lib.lessons.allreduce_model` (notebook 05) use it.
+
+    Raises:
+        ValueError: If ``workers`` is not an int >= 1.
+    """
+    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
+        raise ValueError(f"workers={workers!r} must be an int >= 1, e.g. 2")
+    return 2 * (int(workers) - 1) / int(workers)
+
+
 def allreduce_cost_table(gradient_mb: float, workers: Sequence[int] = (1, 2, 4, 8, 16, 32)) -> "pandas.DataFrame":
     """What one all-reduce costs: ring vs a single parameter server, counted the same way.
 
@@ -108,7 +122,7 @@ def allreduce_cost_table(gradient_mb: float, workers: Sequence[int] = (1, 2, 4, 
     import pandas as pd
 
     rows = [{"workers": n,
-             "ring_mb_per_worker": 2 * (n - 1) / n * gradient_mb,
+             "ring_mb_per_worker": ring_factor(n) * gradient_mb,
              "ring_messages": 2 * (n - 1),
              "ps_mb_sent_by_server": n * gradient_mb if n > 1 else 0.0,
              "ps_messages_at_server": 2 * n if n > 1 else 0,

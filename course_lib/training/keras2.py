@@ -38,7 +38,7 @@ class _IntBoundsRandom(random.Random):
     keras-team/tf-keras#803, fix in PR #815 (unreleased). Same numbers as on 3.11 (int(1e9) bound).
     """
 
-    def randint(self, a: float, b: float) -> int:  # type: ignore[override]
+    def randint(self, a: int, b: int) -> int:  # tf_keras passes b = 1e9, a float, at run time
         return super().randint(int(a), int(b))
 
 
