@@ -10,11 +10,12 @@ and each layer's imports as ``tests/test_layers.MAY_IMPORT`` enforces them.
     and ``tfds_cache`` (real Fashion-MNIST, verified), ``epochs`` (the epoch plan and its batch
     vocabulary), ``pipeline`` (shards and batches), ``hardware`` (what the machine has), ``capacity``
     (what it can run: slots, the lessons' plans), ``placement`` and ``slot_files`` (which cores or GPU a
-    worker runs on), ``devices``, ``models``, ``optimizers`` (LARS, LAMB), ``accumulation`` (gradient
-    accumulation), ``callbacks`` and ``throughput`` (images/s), ``cpuclock`` (CPU time of an epoch),
-    ``consumption`` (which examples a run trained on), ``flags`` (the scripts' shared flags), ``report``
-    (a script's config and result lines), ``events`` (JSON lines), ``stats`` (intervals, the one verdict
-    rule, efficiency), ``seeding``, ``checkpoints``, ``schedules`` and ``files`` (atomic writes).
+    worker runs on), ``devices``, ``keras2`` (the one source of Keras: tf_keras, Keras 2), ``models``,
+    ``optimizers`` (LARS, LAMB), ``accumulation`` (gradient accumulation), ``callbacks`` and
+    ``throughput`` (images/s), ``cpuclock`` (CPU time of an epoch), ``consumption`` (which examples a
+    run trained on), ``flags`` (the scripts' shared flags), ``report`` (a script's config and result
+    lines), ``events`` (JSON lines), ``stats`` (intervals, the one verdict rule, efficiency),
+    ``seeding``, ``checkpoints``, ``schedules`` and ``files`` (atomic writes).
 ``runner/`` (imports training)
     Starting training processes from a notebook: ``launch`` (``run_horovod``, ``run_python``),
     ``options`` (the launchers' shared keywords), ``preflight`` (input checks), ``placing`` (what a

@@ -149,6 +149,7 @@ names = devices.simulate_devices(2)
 again = devices.simulate_devices(2)
 import numpy as np, tensorflow as tf
 from course_lib.training import data, models, pipeline
+from course_lib.training.keras2 import keras
 report = devices.describe()
 arrays = data.load_arrays("keras", train_subset=1024, test_subset=256)
 strategy = tf.distribute.MirroredStrategy(names)

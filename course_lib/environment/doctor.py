@@ -10,6 +10,7 @@ Introduced in notebooks/00_setup.ipynb.
 from __future__ import annotations
 
 import importlib.metadata as metadata
+import importlib.util
 import json
 import os
 import re
@@ -229,8 +230,6 @@ print("KERAS " + json.dumps(info))
 
 def horovod_patch_in_place() -> tuple[bool, str]:
     """Whether the installed Horovod carries the course's patch (its marker line), and the file read."""
-    import importlib.util
-
     spec = importlib.util.find_spec("horovod")
     if spec is None or not spec.submodule_search_locations:
         return False, "horovod is not installed"

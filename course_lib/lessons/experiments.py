@@ -78,7 +78,7 @@ def batch_size_sweep(images: np.ndarray, labels: np.ndarray, batch_sizes: Sequen
 def _measure_batch(images: np.ndarray, labels: np.ndarray, batch: int, epochs: int,
                    warmup_epochs: int, seed: int) -> dict[str, float]:
     """One row of :func:`batch_size_sweep`: a fresh model, ``epochs`` epochs, disturbed ones re-run."""
-    from course_lib.training.keras2 import keras
+    from course_lib.training.keras2 import keras  # late: keras2 imports TensorFlow
 
     # late: callbacks imports TensorFlow
     from course_lib.training.callbacks import Throughput

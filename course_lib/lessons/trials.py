@@ -103,7 +103,7 @@ def train_trial(settings: Mapping[str, Any], seed: int, split: Split, *, epochs:
 
     Introduced in notebooks/04_large_batch.ipynb.
     """
-    from course_lib.training.keras2 import keras
+    from course_lib.training.keras2 import keras  # late: keras2 imports TensorFlow
 
     # late: callbacks and optimizers import TensorFlow
     from course_lib.training import callbacks, models, optimizers, pipeline, schedules, seeding

@@ -134,7 +134,7 @@ def _load_tfds(data_dir: Path) -> tuple[FashionMNIST, bool]:
 
 
 def _load_keras(data_dir: Path) -> tuple[FashionMNIST, bool]:  # keras keeps its own cache (~/.keras)
-    from course_lib.training.keras2 import keras
+    from course_lib.training.keras2 import keras  # late: keras2 imports TensorFlow
 
     cache = _keras_cache_dir()
     raw = _raw_dir_or_none()

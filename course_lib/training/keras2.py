@@ -18,6 +18,7 @@ Importing this module imports TensorFlow (through ``tf_keras``); import it where
 from __future__ import annotations
 
 import os
+import sys
 
 LEGACY_KERAS_VARIABLE = "TF_USE_LEGACY_KERAS"
 # Set before TensorFlow first resolves tf.keras (here, or in a process this one starts).
@@ -64,8 +65,6 @@ def is_active() -> tuple[bool, str]:
     False where TensorFlow resolved ``tf.keras`` to Keras 3 before this module set the variable (the
     variable was set too late, or ``TF_USE_LEGACY_KERAS`` was overridden).
     """
-    import sys
-
     import tensorflow as tf
 
     if tf.keras.Model is keras.Model:

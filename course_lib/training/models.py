@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
-    from course_lib.training.keras2 import keras
+    from course_lib.training.keras2 import keras  # type hints only (keras2 imports TensorFlow)
 
 __all__ = ["INPUT_SHAPE", "build_model", "compile_model", "output_is_logits", "weights_digest"]
 
@@ -40,7 +40,7 @@ def build_model(*, from_logits: bool = True, mixed_precision: bool = False,
     Returns:
         A ``keras.Sequential`` model named ``"course_cnn"``.
     """
-    from course_lib.training.keras2 import keras
+    from course_lib.training.keras2 import keras  # late: keras2 imports TensorFlow
 
     layers = keras.layers
     policy = "mixed_float16" if mixed_precision else None
@@ -82,7 +82,7 @@ def output_is_logits(model: "keras.Model") -> bool:
     Returns:
         True for a linear last activation, False for softmax (or sigmoid).
     """
-    from course_lib.training.keras2 import keras
+    from course_lib.training.keras2 import keras  # late: keras2 imports TensorFlow
 
     last = model.layers[-1]
     if isinstance(last, keras.layers.Softmax):
@@ -109,7 +109,7 @@ def compile_model(model: "keras.Model", optimizer: Any, *, from_logits: bool = T
         ValueError: ``from_logits`` disagrees with the model's last activation, or ``loss`` /
             ``metrics`` were passed in ``compile_kwargs``.
     """
-    from course_lib.training.keras2 import keras
+    from course_lib.training.keras2 import keras  # late: keras2 imports TensorFlow
 
     if "loss" in compile_kwargs or "metrics" in compile_kwargs:
         raise ValueError("compile_model sets loss and metrics itself; call model.compile directly "

@@ -62,7 +62,7 @@ def linear_warmup(peak_lr: float, warmup_updates: int, growth: float) -> "Any":
 
     Introduced in notebooks/04_large_batch.ipynb.
     """
-    from course_lib.training.keras2 import keras
+    from course_lib.training.keras2 import keras  # late: keras2 imports TensorFlow
     import tensorflow as tf
 
     if peak_lr <= 0 or warmup_updates < 1 or growth < 1:

@@ -32,7 +32,7 @@ def configure(seed: int, *, deterministic: bool = False, resumable_dropout: bool
             :func:`reseed_dropout`; the MirroredStrategy script, which does not resume, keeps
             Keras' default).
     """
-    from course_lib.training.keras2 import keras
+    from course_lib.training.keras2 import keras  # late: keras2 imports TensorFlow
     import tensorflow as tf
 
     if deterministic:
