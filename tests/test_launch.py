@@ -83,6 +83,41 @@ def test_mpirun_pieces_cut_by_another_rank_are_joined_again():
     assert (rank, event) == (0, {"event": "a"})
 
 
+def test_a_line_that_lands_inside_a_pseudo_terminal_ranks_line_is_cut_out_again():
+    """Seen in notebook 06's two-host run (CI, stop 36): rank 1 is behind ssh -tt, so horovodrun
+    writes its line's "\\r" and "\\n" separately, and rank 0's epoch line landed between them; read
+    as one line it was rank 1's, and rank 0's "epoch 3" line was not shown."""
+    from course_lib.runner.runlog import split_interleaved
+
+    seen = '[1]<stdout>:{"event": "epoch", "epoch": 3}\r[0]<stdout>:epoch 3: 1024 images in 0.7 s'
+    pieces = split_interleaved(seen)
+    assert pieces == ['[1]<stdout>:{"event": "epoch", "epoch": 3}\r', "[0]<stdout>:epoch 3: 1024 images in 0.7 s"]
+    assert [parse_line(p)[:3] for p in pieces] == [(1, "stdout", '{"event": "epoch", "epoch": 3}'),
+                                                   (0, "stdout", "epoch 3: 1024 images in 0.7 s")]
+    # the same rank after a "\r" stays on its line: a progress bar, or the pseudo-terminal's repeat
+    bar = "[1]<stdout>:  1/9 [..]\r[1]<stdout>:  9/9 [==]\r[1]<stdout>:"
+    assert split_interleaved(bar) == [bar]
+    assert split_interleaved("[1]<stdout>:a\r[1]<stderr>:b") == ["[1]<stdout>:a\r", "[1]<stderr>:b"]
+    timed = "Sat Nov 21 06:32:09 2026[1]<stdout>:a\rSat Nov 21 06:32:09 2026[0]<stdout>:b"
+    assert [parse_line(p)[:3] for p in split_interleaved(timed)] == [(1, "stdout", "a"), (0, "stdout", "b")]
+    assert split_interleaved("plain\r[0]<stdout>:x") == ["plain\r[0]<stdout>:x"]  # horovodrun's own line
+
+
+def test_the_launcher_shows_and_records_a_line_that_landed_inside_another_ranks_line():
+    import sys as _sys
+
+    from course_lib.runner.execute import execute
+    from course_lib.runner.options import Launch
+
+    text = '[1]<stdout>:{"event": "epoch", "epoch": 3}\r[0]<stdout>:epoch 3: shown\n[1]<stdout>:\n'
+    shown: list[str] = []
+    result = execute([_sys.executable, "-c", f"import sys; sys.stdout.write({text!r})"],
+                     Launch(python=_sys.executable, output=shown.append, timeout=30), horovod=True)
+    assert "epoch 3: shown" in shown  # rank 0's line, shown with show="rank0"
+    assert result.lines_for_rank(0) == ["epoch 3: shown"]
+    assert [event for _, event in result.events] == [{"event": "epoch", "epoch": 3}]
+
+
 def test_parse_gloo_mpi_and_plain_lines():
     assert parse_line("[1]<stderr>:boom") == (1, "stderr", "boom", None)
     assert parse_line("[1,0]<stdout>:hi")[:3] == (0, "stdout", "hi")

@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 from course_lib.runner import processes, slots
 from course_lib.runner.options import Launch
 from course_lib.runner.placing import PlaceRequest
-from course_lib.runner.runlog import RunResult, parse_line
+from course_lib.runner.runlog import RunResult, parse_line, split_interleaved
 from course_lib.training.placement import PLACEMENT_ENV, Placement, cut_shares
 
 __all__ = ["RunFailedError", "RunTimeoutError", "RunStoppedError", "TagJoiner", "execute", "make_printer"]
@@ -182,8 +182,9 @@ def _stream(command: list[str], result: RunResult, printer: Callable[[str, str],
 
     def on_line(line: str, pipe: str) -> None:
         with lock:
-            for piece in joiners.setdefault(pipe, TagJoiner()).feed(line) if horovod else [line]:
-                on_piece(piece, pipe)
+            for joined in joiners.setdefault(pipe, TagJoiner()).feed(line) if horovod else [line]:
+                for piece in split_interleaved(joined) if horovod else [joined]:
+                    on_piece(piece, pipe)
 
     def on_piece(line: str, pipe: str) -> None:
         rank, stream, text, event = parse_line(line, horovod=horovod)

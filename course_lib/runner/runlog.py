@@ -15,7 +15,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["RunResult", "parse_line"]
+__all__ = ["RunResult", "parse_line", "split_interleaved"]
 
 _PREFIX = re.compile(
     r"^(?:\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})?"  # optional asctime (Gloo)
@@ -26,6 +26,33 @@ _PREFIX_AFTER_CR = re.compile(r"\r(?:\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})?\
 _RUNNER_FAILED = re.compile(r"^\s*Process name:\s*(?:(\d+)|\[\[\d+,\d+\],(\d+)\])\s*$")
 _COLLATERAL = "Horovod has been shut down"
 _TRACEBACK = "Traceback (most recent call last)"
+
+
+_GLOO_TAG_AFTER_CR = re.compile(r"\r(?=(?:\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})?\[(\d+)\]<(stdout|stderr|stddiag)>:)")
+
+
+def split_interleaved(line: str) -> list[str]:
+    """Cut a line where another rank's whole line landed after a carriage return.
+
+    A rank behind a pseudo-terminal (``ssh -tt``) ends its lines in ``"\\r\\n"``; horovodrun
+    writes ``[1]<stdout>:text\\r`` and ``[1]<stdout>:`` (the newline) as two writes, and another
+    rank's line can land between them: ``[1]<stdout>:text\\r[0]<stdout>:epoch 3 ...``. Read as one
+    line, rank 0's line would be lost inside rank 1's (seen in notebook 06's two-host run). A
+    prefix after a ``"\\r"`` that names another rank or stream starts a line of its own; the same
+    rank's prefix stays (a progress bar that :func:`parse_line` reduces to its last state).
+
+    Returns:
+        The line's pieces, in order (the line itself when nothing is interleaved).
+    """
+    first = _PREFIX.match(line)
+    if first is None or first["job"] is not None:
+        return [line]
+    owner, pieces, start = (first["rank"], first["stream"]), [], 0
+    for match in _GLOO_TAG_AFTER_CR.finditer(line):
+        if (match[1], match[2]) != owner:
+            pieces.append(line[start:match.end()])
+            start, owner = match.end(), (match[1], match[2])
+    return [*pieces, line[start:]]
 
 
 def parse_line(line: str, *, horovod: bool = True) -> tuple[int | None, str, str, dict | None]:
