@@ -38,9 +38,10 @@ def _fake_python(folder: Path, name: str, version: tuple[int, int]) -> None:
 
 
 def _run_setup(tmp_path: Path, pythons: dict[str, tuple[int, int]],
-               extra_env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess[str], str]:
+               extra_env: dict[str, str] | None = None,
+               existing_bin: bool = False) -> tuple[subprocess.CompletedProcess[str], str]:
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
+    bin_dir.mkdir(exist_ok=existing_bin)
     for tool in TOOLS:
         found = shutil.which(tool)
         assert found, f"{tool} is needed on this machine for the test"
@@ -67,6 +68,27 @@ def test_setup_takes_python_3_12_else_3_11(tmp_path: Path, pythons: dict, chosen
     assert call == f"{tmp_path / 'bin' / chosen} -m venv {tmp_path / 'venv'}", proc.stdout + proc.stderr
     assert f"creating {tmp_path / 'venv'} with {chosen}" in proc.stdout
     assert proc.returncode != 0  # the fake's venv step fails on purpose: nothing is installed
+
+
+def test_setup_finds_a_pyenv_3_12_whose_shim_is_not_selected(tmp_path: Path) -> None:
+    """pyenv's ``python3.12`` shim fails while the global version is 3.11 (this machine): set-up asks
+    ``pyenv root`` for the installed 3.12 and prefers it, so that CI runs 3.12 where both exist."""
+    root = tmp_path / "pyenv"
+    folder = root / "versions" / "3.12.1" / "bin"
+    folder.mkdir(parents=True)
+    _fake_python(folder, "python3.12", (3, 12))
+    pyenv = tmp_path / "fakes" / "pyenv"
+    pyenv.parent.mkdir()
+    pyenv.write_text(f'#!/bin/sh\n[ "$1" = root ] && echo "{root}" && exit 0\nexit 1\n')
+    pyenv.chmod(0o755)
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "pyenv").symlink_to(pyenv)
+    shim = tmp_path / "bin" / "python3.12"
+    shim.write_text("#!/bin/sh\necho 'pyenv: python3.12: command not found' >&2\nexit 127\n")
+    shim.chmod(0o755)
+    proc, _ = _run_setup(tmp_path, {"python3.11": (3, 11)}, existing_bin=True)
+    assert (folder / "venv-call").read_text().startswith(f"{folder / 'python3.12'} -m venv"), proc.stdout + proc.stderr
+    assert f"with {folder / 'python3.12'} (Python 3.12)" in proc.stdout
 
 
 def test_setup_without_python_3_12_or_3_11_says_what_to_install(tmp_path: Path) -> None:

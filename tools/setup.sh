@@ -104,7 +104,13 @@ if [ ! -x "$VENV/bin/python" ]; then
         # TensorFlow 2.18 has wheels for both. A room's learner accounts (make room) must be able to run
         # this Python: a pyenv Python under a private home (/root is 0700) is out of their reach, and
         # make room says what to do then.
-        for cand in python3.12 python3.11 python3; do
+        # pyenv: its `python3.12` shim answers only when 3.12 is the selected version, so ask pyenv for
+        # the folders of its installed 3.12s too (a machine whose global pyenv Python is 3.11).
+        cands=(python3.12)
+        if command -v pyenv >/dev/null && proot=$(pyenv root 2>/dev/null) && [ -n "$proot" ]; then
+            for f in "$proot"/versions/3.12*/bin/python3.12; do [ -x "$f" ] && cands+=("$f"); done
+        fi
+        for cand in "${cands[@]}" python3.11 python3; do
             if command -v "$cand" >/dev/null \
                     && "$cand" -c 'import sys, ensurepip, venv; sys.exit(sys.version_info[:2] not in ((3, 12), (3, 11)))' 2>/dev/null; then
                 py=$cand; break
