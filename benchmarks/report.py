@@ -19,7 +19,7 @@ LOAD_WARNING = 1.5  # 1-minute load average above which results are flagged
 
 __all__ = ["rate_row", "ratio_row", "section1_rows", "section2_rows", "section3_rows",
            "section4_rows", "section4_cpu_rows", "section5_rows", "section6_rows",
-           "section7_rows", "section8_rows", "tuning_rows", "gap_rows", "idle_rows",
+           "section7_rows", "section8_rows", "stack_rows", "tuning_rows", "gap_rows", "idle_rows",
            "disturbance_row", "with_disturbance_rows", "notes", "render_markdown", "strict_json",
            "LABELS", "LOAD_WARNING"]
 
@@ -107,6 +107,28 @@ def section1_rows(samples: Samples, *, workers: int, cores: int,
     if "ceiling" in samples and "hvd1" in samples:
         rows.append(ratio_row("1", f"ceiling vs 1 thread ({cores} threads in 1 process)",
                               samples["ceiling"], samples["hvd1"], percent=False))
+    return rows
+
+
+def stack_rows(samples: Samples, *, workers: int, cores: int, this: str, other: str) -> list[Row]:
+    """Section 1s: the same variants on this venv's stack and on another's, round by round.
+
+    ``samples`` holds ``ceiling``, ``hvd1``, ``hvd2_course`` (this stack) and the same names with
+    an ``other_`` prefix. Rows: each rate on both stacks, this / other per variant (a factor with
+    the min–max of the per-round ratios), and each stack's ``-np 2`` against its own ceiling.
+    """
+    rows: list[Row] = []
+    for k in ("ceiling", "hvd1", "hvd2_course"):
+        if k in samples and f"other_{k}" in samples:
+            rows.append(rate_row("1s", f"{LABELS[k]} — {this}", samples[k]))
+            rows.append(rate_row("1s", f"{LABELS[k]} — {other}", samples[f"other_{k}"]))
+            rows.append(ratio_row("1s", f"{LABELS[k]}: this stack / other stack", samples[k],
+                                  samples[f"other_{k}"], percent=False,
+                                  note="spread = min-max of the per-round ratios"))
+    for prefix, name in (("", this), ("other_", other)):
+        if f"{prefix}hvd2_course" in samples and f"{prefix}ceiling" in samples:
+            rows.append(ratio_row("1s", f"-np {workers} vs ceiling ({cores} threads) — {name}",
+                                  samples[f"{prefix}hvd2_course"], samples[f"{prefix}ceiling"]))
     return rows
 
 

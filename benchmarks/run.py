@@ -18,6 +18,7 @@ import argparse
 import datetime
 import math
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -33,7 +34,7 @@ if str(REPO) not in sys.path:
 from benchmarks import machine, report, rounds, stats  # noqa: E402
 from benchmarks.stats import BenchOptionError, Row  # noqa: E402
 
-SECTIONS = ("1", "1x", "1h", "2", "3", "4", "5", "6", "7", "8", "10")
+SECTIONS = ("1", "1x", "1h", "1s", "2", "3", "4", "5", "6", "7", "8", "10")
 DEFAULT_SECTIONS = ("1", "2", "3", "4", "5", "6", "7", "8", "10")
 WORKLOADS = REPO / "benchmarks" / "workloads"
 TRAIN = WORKLOADS / "train_throughput.py"
@@ -96,6 +97,7 @@ class Variant:
     controller: str = "gloo"
     script: Path = TRAIN  # IDLE: % of a core Horovod takes while idle, mean over ranks
     horovodrun_args: list[str] = field(default_factory=list)
+    python: str | None = None  # another venv's interpreter (section 1s); None: this one
 
 
 def _train_args(settings: Settings, *extra: str) -> list[str]:
@@ -181,6 +183,24 @@ def gap_variants(settings: Settings, cores: int) -> list[Variant]:
     ]
 
 
+def stack_variants(settings: Settings, cores: int, other_python: str) -> list[Variant]:
+    """Section 1s (opt-in, issue 34): section 1's ceiling, 1 worker and the course's ``-np 2`` on this
+    venv's stack and on another venv's (``--other-python``, e.g. the old TensorFlow 2.15.1 stack),
+    interleaved, so that the two stacks' rates are compared round by round."""
+    hvd = ["--mode", "horovod", "--threads", "1"]
+    ours = [
+        Variant("ceiling", report.LABELS["ceiling"], "python",
+                _train_args(settings, "--mode", "single", "--threads", str(cores))),
+        Variant("hvd1", report.LABELS["hvd1"], "horovod", _train_args(settings, *hvd), 1),
+        Variant("hvd2_course", report.LABELS["hvd2_course"], "horovod",
+                _train_args(settings, *hvd, "--pin-core"), WORKERS, dict(COURSE_HOROVOD_ENV)),
+    ]
+    # The other venv imports this checkout's course_lib (it need not be installed there).
+    theirs = [Variant(f"other_{v.name}", f"{v.label} [other stack]", v.launcher, v.args, v.workers,
+                      {**v.env, "PYTHONPATH": str(REPO)}, python=other_python) for v in ours]
+    return [x for pair in zip(ours, theirs) for x in pair]
+
+
 def idle_variants() -> list[Variant]:
     """Section 1x: CPU share of Horovod's background thread while idle, per setting."""
     args = ["--seconds", "5"]
@@ -212,16 +232,17 @@ def run_variant(variant: Variant, data_path: Path, timeout_s: float) -> rounds.M
     idle = variant.script == IDLE
     args = variant.args + ([] if idle else ["--data", str(data_path)])
     env = {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"), **variant.env}
+    other = {"python": variant.python} if variant.python else {}
     try:
         if variant.launcher == "horovod":
             result = launch.run_horovod(variant.script, variant.workers, args,
                                         controller=variant.controller, env=env, timeout=timeout_s,
                                         extra_horovodrun_args=variant.horovodrun_args,
                                         show="all" if idle else "rank0", output=_printer,
-                                        cwd=REPO)
+                                        cwd=REPO, **other)
         else:
             result = launch.run_python(variant.script, args, env=env, timeout=timeout_s,
-                                       output=_printer, cwd=REPO)
+                                       output=_printer, cwd=REPO, **other)
     except launch.RunFailedError as exc:
         print(f"!! {variant.label} failed: {exc}", file=sys.stderr, flush=True)
         return math.nan, None
@@ -347,6 +368,22 @@ def time_notebooks(python: str) -> tuple[float | None, int | None, str]:
     return time.perf_counter() - start, proc.returncode, f"{len(notebooks)} notebooks"
 
 
+def stack_name(python: str) -> str:
+    """``Python 3.11.7, TensorFlow 2.15.1, Horovod 0.28.1`` of an interpreter (its own report)."""
+    code = ("import sys, importlib.metadata as m\n"
+            "def v(*names):\n"
+            "    for n in names:\n"
+            "        try:\n"
+            "            return m.version(n)\n"
+            "        except m.PackageNotFoundError:\n"
+            "            pass\n"
+            "    return '?'\n"
+            "print(f'Python {sys.version.split()[0]}, TensorFlow {v(\"tensorflow\", \"tensorflow-cpu\")}, '\n"
+            "      f'Horovod {v(\"horovod\")}')")
+    proc = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    return proc.stdout.strip() or f"{python} (its versions could not be read: {proc.stderr.strip()[-200:]})"
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Parse and check the options; a bad option exits (status 2) before anything runs."""
     parser = argparse.ArgumentParser(
@@ -361,6 +398,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="interleaved repeats of every variant (default 5, --quick 2)")
     parser.add_argument("--skip-notebooks", action="store_true",
                         help="leave out section 7 (notebook suite wall time)")
+    parser.add_argument("--other-python", default=None,
+                        help="section 1s: the interpreter of another venv whose stack is compared "
+                        "with this one's (e.g. an old TensorFlow + Horovod build)")
     parser.add_argument("--out-dir", default=str(REPO / "benchmarks" / "results"),
                         help="where the .json and .md results go")
     args = parser.parse_args(argv)
@@ -372,6 +412,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.settings = make_settings(args.quick, args.repeats)
     except BenchOptionError as exc:
         parser.error(str(exc))
+    if ("1s" in args.sections) != (args.other_python is not None):
+        parser.error("section 1s and --other-python go together: --only 1s --other-python "
+                     "/path/to/other-venv/bin/python")
+    if args.other_python is not None:
+        found = shutil.which(args.other_python)
+        if found is None:
+            parser.error(f"--other-python {args.other_python}: no such interpreter")
+        args.other_python = found
     if args.skip_notebooks:
         args.sections = [s for s in args.sections if s != "7"]
     if not args.sections:
@@ -388,8 +436,10 @@ def main(argv: list[str] | None = None) -> int:
     from course_lib.training.files import atomic_write_json, atomic_write_text
 
     python = sys.executable
-    if {"1", "1x", "1h", "3", "10"} & set(sections):
+    if {"1", "1x", "1h", "1s", "3", "10"} & set(sections):
         launch.find_horovodrun(python)  # LaunchError before anything runs
+    if "1s" in sections:
+        launch.find_horovodrun(args.other_python)
     began = time.perf_counter()
     info = machine.describe_machine()
     cores, gpus = int(info["cores"]), list(info["gpus"])
@@ -399,6 +449,7 @@ def main(argv: list[str] | None = None) -> int:
     inproc: dict[str, dict] = {}
     tuning: dict[str, list[float]] = {}
     gap: dict[str, list[float]] = {}
+    stacks: dict[str, list[float]] = {}
     idle: dict[str, list[float]] = {}
     cpu: dict[str, dict] = {}  # CPU-clock windows per group of rounds
     disturbance: dict[str, dict[str, int]] = {}  # section(s) -> rounds run / disturbed / kept
@@ -430,6 +481,11 @@ def main(argv: list[str] | None = None) -> int:
             gap, cpu["gap"] = got.samples, {"windows": got.cpu, "log": got.log}
             gap_labels = {v.name: v.label for v in gvars}
             disturbance["1h"] = got.info()
+        if "1s" in sections:
+            svars = stack_variants(settings, cores, args.other_python)
+            got = run_interleaved(svars, settings, data_path)
+            stacks, cpu["stacks"] = got.samples, {"windows": got.cpu, "log": got.log}
+            disturbance["1s"] = got.info()
         for section, command in (("4", "callback"), ("5", "pipeline"), ("6", "batches")):
             if section in sections:
                 inproc[section] = run_in_process(command, settings, data_path)
@@ -448,6 +504,9 @@ def main(argv: list[str] | None = None) -> int:
         rows += report.idle_rows(idle, tuning_labels)
     if "1h" in sections:
         rows += report.gap_rows(gap, gap_labels, cores=cores)
+    if "1s" in sections:
+        rows += report.stack_rows(stacks, workers=WORKERS, cores=cores,
+                                  other=stack_name(args.other_python), this=stack_name(python))
     if "2" in sections:
         rows += report.section2_rows(samples)
     if "3" in sections:
@@ -475,7 +534,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": info, "load_average_end": load_end, "sections": sections,
         "settings": settings.__dict__, "course_horovod_env": COURSE_HOROVOD_ENV,
         "wall_time_s": time.perf_counter() - began,
-        "samples": {"launched": samples, "tuning": tuning, "gap": gap, "idle_cpu_pct": idle,
+        "samples": {"launched": samples, "tuning": tuning, "gap": gap, "stacks": stacks, "idle_cpu_pct": idle,
                     "in_process": inproc, "allreduce": allreduce, "cpu_clock": cpu,
                     "notebooks": {"seconds": notebook[0], "returncode": notebook[1],
                                   "note": notebook[2]}},

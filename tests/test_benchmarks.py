@@ -358,6 +358,29 @@ def test_gap_variants_and_rows():
     assert rows[-1].verdict == "met" and rows[-1].value == pytest.approx(98.75)
 
 
+def test_stack_variants_pair_each_variant_with_the_other_venv_and_rows_compare_round_by_round(tmp_path):
+    settings = run.make_settings(True, None)
+    variants = run.stack_variants(settings, cores=2, other_python="/old/bin/python")
+    assert [v.name for v in variants] == ["ceiling", "other_ceiling", "hvd1", "other_hvd1",
+                                          "hvd2_course", "other_hvd2_course"]  # interleaved in pairs
+    for ours, theirs in zip(variants[::2], variants[1::2]):
+        assert (theirs.args, theirs.workers, theirs.launcher) == (ours.args, ours.workers, ours.launcher)
+        assert ours.python is None and theirs.python == "/old/bin/python"
+        assert theirs.env["PYTHONPATH"] == str(run.REPO)
+    rows = report.stack_rows({"ceiling": [1000.0, 1100.0], "other_ceiling": [800.0, 1000.0]},
+                             workers=2, cores=2, this="new", other="old")
+    assert [r.measurement.rsplit(" — ", 1)[-1] for r in rows[:2]] == ["new", "old"]
+    assert rows[2].value == pytest.approx(1050 / 900) and rows[2].spread == pytest.approx((1.1, 1.25))
+    # section 1s and --other-python go together; a missing interpreter is refused before anything runs
+    with pytest.raises(SystemExit):
+        run.parse_args(["--only", "1s"])
+    with pytest.raises(SystemExit):
+        run.parse_args(["--only", "1", "--other-python", sys.executable])
+    with pytest.raises(SystemExit):
+        run.parse_args(["--only", "1s", "--other-python", str(tmp_path / "nope")])
+    assert run.parse_args(["--only", "1s", "--other-python", sys.executable]).sections == ["1s"]
+
+
 def test_disturbance_rows_follow_their_sections():
     rows = [Row("1", "a"), Row("2", "b"), Row("4", "c"), Row("5", "d")]
     counts = {"rounds": 5, "attempts": 6, "disturbed": 1, "kept_disturbed": 0}
