@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import sys
 import time
 from pathlib import Path
@@ -26,9 +27,13 @@ from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tools"))
 from course_lib.training.files import atomic_write_text  # noqa: E402  (after the path is set)
-import run_times  # noqa: E402  (tools/run_times.py)
+
+# tools/run_times.py, loaded by its path (tools/ on sys.path would shadow the standard library's site module)
+_spec = importlib.util.spec_from_file_location("run_times", ROOT / "tools" / "run_times.py")
+assert _spec is not None and _spec.loader is not None
+run_times = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(run_times)
 
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
