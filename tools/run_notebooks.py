@@ -8,13 +8,16 @@ Usage (what ``make notebooks`` runs)::
 Each notebook is executed top to bottom in a fresh ``python3`` kernel of this environment, with the
 notebook's folder as working directory. Cell ids are kept (missing ones get a stable id derived from
 the notebook name and position), the kernelspec is set to ``python3``, no timing metadata is stored,
-and the file is replaced atomically only when every cell ran without error.
+and the file is replaced atomically only when every cell ran without error. The notebook's wall time is then
+recorded in ``notebooks/run_times.json`` (its intro cell gets the run-time line, and the tables in README.md
+and docs/instructors.md are regenerated: ``tools/run_times.py``).
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import sys
 import time
 from pathlib import Path
@@ -25,6 +28,12 @@ from nbclient import NotebookClient
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from course_lib.training.files import atomic_write_text  # noqa: E402  (after the path is set)
+
+# tools/run_times.py, loaded by its path (tools/ on sys.path would shadow the standard library's site module)
+_spec = importlib.util.spec_from_file_location("run_times", ROOT / "tools" / "run_times.py")
+assert _spec is not None and _spec.loader is not None
+run_times = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(run_times)
 
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
@@ -53,8 +62,14 @@ def execute(path: Path, timeout: int) -> float:
     client.execute()
     elapsed = time.monotonic() - start
     normalise(nb, path.stem)
+    course_notebook = path.resolve().parent == ROOT / "notebooks" and run_times.NOTEBOOK.match(path.stem)
+    entry = run_times.measured(elapsed)
+    if course_notebook:
+        run_times.set_notebook_block(nb, entry)
     nbformat.validate(nb)
     atomic_write_text(path, nbformat.writes(nb) + "\n")
+    if course_notebook:
+        run_times.record(path.stem, entry, root=ROOT)
     return elapsed
 
 
@@ -71,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         total += elapsed
         print(f"  {path.name}: {elapsed:.1f} s", flush=True)
     print(f"{len(paths)} notebook(s) executed in {total:.1f} s")
+    for changed in run_times.apply(ROOT):
+        print(f"run times: rewrote the generated block of {changed}")
     return 0
 
 

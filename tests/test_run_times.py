@@ -1,0 +1,152 @@
+"""Notebook run times have one source, ``notebooks/run_times.json`` (tools/run_times.py; issues 29 and 30).
+
+The README's and the instructor guide's tables and each notebook's intro line are generated from it; these
+tests fail when one of them disagrees with the file (a time typed by hand, or a notebook re-run without
+regenerating), and when a README or guide line outside the blocks types a notebook's run time.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("run_times", ROOT / "tools" / "run_times.py")
+assert spec is not None and spec.loader is not None
+run_times = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(run_times)
+
+# A notebook's file name, then (in the same sentence) a duration: "04_large_batch ... 246 s", "... two minutes".
+NAMED = re.compile(r"\b0\d_[a-z_]+\b")
+DURATION = re.compile(r"\b\d+(?:[.,]\d+)?\s?(?:s|sec|seconds?|min|minutes?)\b|\b(?:one|two|three|four|five|six|"
+                      r"seven|eight|nine|ten|a few)\s+minutes?\b", re.IGNORECASE)
+
+
+def outside_blocks(text: str) -> str:
+    return run_times.BLOCK.sub("", text)
+
+
+def typed_run_times(text: str) -> list[str]:
+    """Sentences outside the generated blocks that name a notebook and a duration."""
+    found = []
+    for sentence in re.split(r"(?<=[.;])\s+|\n\s*\n|\n(?=\s*[-|*\d])", outside_blocks(text)):
+        if NAMED.search(sentence) and DURATION.search(sentence):
+            found.append(" ".join(sentence.split()))
+    return found
+
+
+def test_the_generated_blocks_agree_with_the_file() -> None:
+    stale = run_times.stale(ROOT)
+    assert not stale, f"run-time blocks that disagree with notebooks/run_times.json: {stale}; " \
+                      "run .venv/bin/python tools/run_times.py (never type a run time)"
+
+
+def test_the_readme_and_the_guide_carry_the_table() -> None:
+    for doc in run_times.DOCS:
+        assert run_times.BLOCK.search((ROOT / doc).read_text()), f"{doc} has no run-times block"
+
+
+def test_every_recorded_notebook_exists_and_every_time_is_positive() -> None:
+    recorded = run_times.load(ROOT)
+    assert recorded, "notebooks/run_times.json records no notebook"
+    for name, entry in recorded.items():
+        assert (ROOT / "notebooks" / f"{name}.ipynb").exists(), f"run_times.json records a missing notebook {name}"
+        assert entry["seconds"] > 0 and re.fullmatch(r"\d{4}-\d\d-\d\d", entry["date"])
+
+
+@pytest.mark.parametrize("doc", [*run_times.DOCS, *sorted(p.relative_to(ROOT) for p in
+                                                         (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))],
+                         ids=str)
+def test_no_run_time_is_typed_outside_the_blocks(doc: Path) -> None:
+    path = ROOT / doc
+    if path.suffix == ".ipynb":
+        nb = nbformat.read(path, as_version=4)
+        text = "\n\n".join(c.source for c in nb.cells if c.cell_type == "markdown" and "navigation" not in
+                           c.metadata.get("tags", []))
+    else:
+        text = path.read_text()
+    typed = typed_run_times(text)
+    assert not typed, f"{doc} types a notebook's run time outside the generated block: {typed}"
+
+
+def test_the_typed_time_scan_can_fail() -> None:
+    assert typed_run_times("6. **04_large_batch** — the longest notebook (246 s alone).")
+    assert typed_run_times("Run 03_horovod first: it takes about two minutes.")
+    assert not typed_run_times("The all-reduce of 05_communication costs 12 ms.")   # no unit of run time
+    block = f"{run_times.BEGIN}\n| 04_large_batch | 246 s |\n{run_times.END}"
+    assert not typed_run_times(block), "a generated block is not typed"
+
+
+def _scratch(tmp_path: Path) -> Path:
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "docs").mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# 00 · Tiny\n\nIntro."), nbformat.v4.new_code_cell("print(1)")]
+    nbformat.write(nb, tmp_path / "notebooks" / "00_tiny.ipynb")
+    for doc in run_times.DOCS:
+        (tmp_path / doc).write_text(f"# Doc\n\n{run_times.BEGIN}\n{run_times.END}\n\nAfter.\n")
+    return tmp_path
+
+
+def test_a_time_typed_into_a_block_is_caught(tmp_path: Path) -> None:
+    root = _scratch(tmp_path)
+    run_times.record("00_tiny", run_times.measured(12.34, date="2026-11-25"), root=root)
+    assert sorted(run_times.stale(root)) == ["README.md", "docs/instructors.md", "notebooks/00_tiny.ipynb"]
+    assert sorted(run_times.apply(root)) == ["README.md", "docs/instructors.md", "notebooks/00_tiny.ipynb"]
+    assert run_times.stale(root) == [] and run_times.apply(root) == []
+    readme = (root / "README.md").read_text()
+    assert "| 00_tiny | 12 s |" in readme and readme.endswith("After.\n")
+    (root / "README.md").write_text(readme.replace("| 00_tiny | 12 s |", "| 00_tiny | 10 s |"))
+    assert run_times.stale(root) == ["README.md"]
+    nb = nbformat.read(root / "notebooks" / "00_tiny.ipynb", as_version=4)
+    assert "run every cell: 12 s" in nb.cells[0].source
+    nb.cells[0].source = nb.cells[0].source.replace("12 s", "2 minutes")
+    nbformat.write(nb, root / "notebooks" / "00_tiny.ipynb")
+    assert run_times.stale(root) == ["README.md", "notebooks/00_tiny.ipynb"]
+    run_times.record("00_tiny", run_times.measured(130.0, date="2026-11-26"), root=root)   # a new run
+    run_times.apply(root)
+    assert "| 00_tiny | 130 s (2.2 min) |" in (root / "README.md").read_text()
+
+
+def test_bad_entries_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="run time must be > 0"):
+        run_times.measured(0.0)
+    with pytest.raises(ValueError, match="looks like 04_large_batch"):
+        run_times.record("large batch", run_times.measured(1.0), root=tmp_path)
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / "run_times.json").write_text(json.dumps({"notebooks": {"04_x": {"seconds": -1}}}))
+    with pytest.raises(ValueError, match="seconds > 0"):
+        run_times.load(tmp_path)
+
+
+def test_a_doc_without_markers_is_named(tmp_path: Path) -> None:
+    root = _scratch(tmp_path)
+    (root / "README.md").write_text("# no block\n")
+    assert "README.md" in run_times.stale(root)
+    with pytest.raises(ValueError, match="README.md has no run-times block"):
+        run_times.apply(root)
+
+
+def test_run_notebooks_records_the_time_and_regenerates(tmp_path: Path) -> None:
+    """tools/run_notebooks.py on a scratch course: the JSON gets the entry, every block follows it."""
+    root = _scratch(tmp_path)
+    shutil.copytree(ROOT / "tools", root / "tools", ignore=shutil.ignore_patterns("__pycache__", "localcluster"))
+    shutil.copytree(ROOT / "course_lib", root / "course_lib", ignore=shutil.ignore_patterns("__pycache__"))
+    done = subprocess.run([sys.executable, "tools/run_notebooks.py", "notebooks/00_tiny.ipynb"], cwd=root,
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    entry = json.loads((root / "notebooks" / "run_times.json").read_text())["notebooks"]["00_tiny"]
+    assert entry["source"] == "tools/run_notebooks.py" and entry["seconds"] > 0
+    shown = run_times.seconds_text(entry["seconds"])
+    assert f"| 00_tiny | {shown} |" in (root / "docs" / "instructors.md").read_text()
+    assert f"run every cell: {shown}" in nbformat.read(root / "notebooks" / "00_tiny.ipynb", as_version=4).cells[0].source
+    check = subprocess.run([sys.executable, "tools/run_times.py", "--check"], cwd=root, capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
