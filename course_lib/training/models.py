@@ -3,7 +3,9 @@
 The loss must match the model's output: logits need
 ``SparseCategoricalCrossentropy(from_logits=True)``, a softmax output needs
 ``from_logits=False``. Mixing them up still trains, just worse and silently (the bug of the
-reference bootcamp); :func:`compile_model` refuses the mismatch.
+reference course, OpenHackathons' gpubootcamp "Introduction to Distributed Deep Learning",
+https://github.com/openhackathons-org/gpubootcamp/tree/master/ai/Distributed_Deep_Learning);
+:func:`compile_model` refuses the mismatch.
 
 Introduced in notebooks/01_data_parallelism.ipynb.
 """

@@ -3,8 +3,10 @@
 :class:`ThroughputMeter` counts the samples that really ran (steps × step batch, capped at the
 samples of one epoch when the last batch is partial) and divides by the time those steps took.
 Dividing the dataset length by the epoch time instead, while fewer samples ran (steps per epoch
-floored), inflates the figure; the reference bootcamp printed 91 % scaling efficiency that way
-where 76 % was true. The Keras callback built on it is
+floored), inflates the figure, as the reference course's callback does (OpenHackathons' gpubootcamp
+"Introduction to Distributed Deep Learning",
+https://github.com/openhackathons-org/gpubootcamp/tree/master/ai/Distributed_Deep_Learning; its
+"91 %" scaling efficiency recounts to about 76 % from its own figures). The Keras callback built on it is
 :class:`course_lib.training.callbacks.Throughput`.
 
 Every epoch is also timed in CPU seconds (:class:`course_lib.training.cpuclock.CpuClock`): an
