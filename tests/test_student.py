@@ -229,3 +229,24 @@ def test_learner_00_setup_passes_strict_nbval(edition: Path) -> None:
     done = _nbval(dest / "notebooks" / "00_setup.ipynb", dest, env, timeout=600)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert " failed" not in done.stdout and " passed" in done.stdout
+
+
+# --- one text for the learner's commands (issue 33): tools/learner.mk ------------------------------
+def test_learner_makefile_is_made_from_the_shared_part(edition: Path) -> None:
+    shared = (ROOT / student.LEARNER_MK).read_text()
+    assert (edition / "Makefile").read_text() == student.LEARNER_HEADER + shared
+    course = (ROOT / "Makefile").read_text()
+    assert f"include {student.LEARNER_MK}" in course.splitlines()
+    for target in ("setup", "doctor", "lab"):   # defined once, in the shared part
+        assert f"\n{target}:" in shared and f"\n{target}:" not in course, target
+
+
+@pytest.mark.parametrize("makefile, profile", [("Makefile", "full"), ("tools/learner.mk", "learner")])
+def test_setup_profile_of_each_makefile(makefile: str, profile: str) -> None:
+    done = subprocess.run(["make", "-n", "-f", makefile, "setup", "doctor", "lab"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"COURSE_PROFILE={profile} bash tools/setup.sh", lines
+    assert any(line.endswith("-m course_lib doctor") for line in lines)
+    assert lines[-1].endswith("-m course_lib.environment.lab --port 8888")

@@ -61,29 +61,16 @@ COPIED = ("course_lib", "source_code", "requirements", "pyproject.toml", "enviro
           "tools/setup.sh", "tools/jupyterlab-overrides.json", "docs/architecture.md")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".ipynb_checkpoints")
 
-LEARNER_MAKEFILE = """\
-# Hands-on distributed deep learning with TensorFlow -- learner edition.
-#   make lab     set up what the notebooks need, then start JupyterLab (opens notebooks/00_setup.ipynb)
-#   make doctor  check this machine: versions, Horovod, devices, the Fashion-MNIST files
+#: The learner's commands (make lab, make doctor): the course's Makefile includes this file, and the learner
+#: edition's Makefile is this file under :data:`LEARNER_HEADER` (one text for both; tests/test_student.py).
+LEARNER_MK = "tools/learner.mk"
+LEARNER_HEADER = "# Hands-on distributed deep learning with TensorFlow -- learner edition (made by make student).\n"
 
-SHELL := /bin/bash
-VENV  ?= .venv
-PY    := $(VENV)/bin/python
-export COURSE_VENV := $(abspath $(VENV))
-export TF_CPP_MIN_LOG_LEVEL ?= 2
-PORT ?= 8888
 
-.PHONY: setup lab doctor
+def learner_makefile(root: Path = ROOT) -> str:
+    """The learner edition's Makefile: :data:`LEARNER_MK` of the course folder ``root``, under a learner header."""
+    return LEARNER_HEADER + (root / LEARNER_MK).read_text()
 
-setup:
-\t@COURSE_PROFILE=learner bash tools/setup.sh
-
-lab: setup
-\t$(PY) -m course_lib.environment.lab --port $(PORT)
-
-doctor: setup
-\t@$(PY) -m course_lib doctor
-"""
 
 LEARNER_README = """\
 # Hands-on distributed deep learning with TensorFlow (learner edition)
@@ -242,7 +229,7 @@ def build(dest: Path, root: Path = ROOT) -> dict[str, Changes]:
         nb, changes = learner_notebook(nbformat.read(path, as_version=4))
         nbformat.write(nb, dest / "notebooks" / path.name)
         report[path.name] = changes
-    (dest / "Makefile").write_text(LEARNER_MAKEFILE)
+    (dest / "Makefile").write_text(learner_makefile(root))
     (dest / "README.md").write_text(LEARNER_README)
     return report
 
