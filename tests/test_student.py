@@ -250,3 +250,47 @@ def test_setup_profile_of_each_makefile(makefile: str, profile: str) -> None:
     assert lines[0] == f"COURSE_PROFILE={profile} bash tools/setup.sh", lines
     assert any(line.endswith("-m course_lib doctor") for line in lines)
     assert lines[-1].endswith("-m course_lib.environment.lab --port 8888")
+
+
+# --- solutions tagged in the notebooks: the learner edition differs (issue 30, item 4) --------------
+def _solution_cells(nb: nbformat.NotebookNode) -> list[int]:
+    return [i for i, c in enumerate(nb.cells) if "solution" in c.get("metadata", {}).get("tags", [])]
+
+
+def test_student_output_has_no_solution_cell_and_differs_where_the_source_has_one(edition: Path) -> None:
+    with_solutions = []
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        source = nbformat.read(path, as_version=4)
+        learner = nbformat.read(edition / "notebooks" / path.name, as_version=4)
+        assert not _solution_cells(learner), path.name
+        if _solution_cells(source):
+            with_solutions.append(path.name[:2])
+            assert [c.source for c in learner.cells] != [c.source for c in source.cells], path.name
+            assert len(learner.cells) == len(source.cells) - len(_solution_cells(source)), path.name
+    assert {"05", "06"} <= set(with_solutions), with_solutions
+
+
+def test_the_cell_after_a_solution_is_cleared_not_compared() -> None:
+    """The self-check after a solution cell showed the solved state: the learner copy runs it unexecuted."""
+    nb = nbformat.v4.new_notebook()
+    solved = _code("print('[00.x] correct.')")
+    solved.outputs = [nbformat.v4.new_output("stream", name="stdout", text="[00.x] correct.\n")]
+    solved.execution_count = 3
+    kept = _code("print(1)")
+    kept.outputs = [nbformat.v4.new_output("stream", name="stdout", text="1\n")]
+    nb.cells = [_code("answer = None"), _code("answer = 1", ["solution"]), solved, kept]
+    learner, changes = student.learner_notebook(nb)
+    assert changes.removed == [1] and changes.cleared == [2]
+    assert learner.cells[1].outputs == [] and learner.cells[1].execution_count is None
+    assert learner.cells[2].outputs and learner.cells[2].source == "print(1)"
+
+
+@pytest.mark.slow
+@pytest.mark.horovod
+@pytest.mark.parametrize("name", ["05_communication.ipynb", "06_beyond_one_machine.ipynb"])
+def test_learner_notebook_with_solutions_passes_strict_nbval(edition: Path, name: str) -> None:
+    """A notebook whose solutions were taken out, run from the learner tree (about 4 min each)."""
+    env = {**os.environ, "PYTHONPATH": str(edition), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    done = _nbval(edition / "notebooks" / name, edition, env, timeout=900)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert " failed" not in done.stdout and " passed" in done.stdout

@@ -124,7 +124,7 @@ def check_slurm_workers(answer: Any, script: str | os.PathLike[str], slurm: Mapp
 DISCOVERY_CASES: list[tuple[list[str], int, list[str] | None]] = [
     (["gpu1", "gpu2", "gpu3"], 4, None),
     (["node01", "node02", "node03", "node04"], 2, ["node02"]),
-    (["gpu1", "gpu10", "gpu11"], 8, ["gpu1"]),
+    (["gpu1", "gpu10", "gpu11"], 8, ["gpu10"]),
     (["a", "b"], 1, []),
 ]
 
@@ -142,7 +142,7 @@ def _diagnose_discovery(got: list[str], nodes: list[str], slots: int, drained: l
         return "a drained node must not be offered: read the file DRAINED_FILE names"
     if any(line.rpartition(":")[2] != str(slots) for line in got):
         return "read the slots from SLOTS_PER_NODE, do not write a number in"
-    return "a drained node's name must match a whole line of DRAINED_FILE: does gpu1 also remove gpu10?"
+    return "a drained node's name must match a whole line of DRAINED_FILE: does draining gpu10 also drain gpu1?"
 
 
 def check_discovery_script(script: str | None) -> bool:
