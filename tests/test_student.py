@@ -294,3 +294,26 @@ def test_learner_notebook_with_solutions_passes_strict_nbval(edition: Path, name
     done = _nbval(edition / "notebooks" / name, edition, env, timeout=900)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert " failed" not in done.stdout and " passed" in done.stdout
+
+
+def test_no_notebook_solution_cell_text_in_the_edition(edition: Path) -> None:
+    """The solution cells' code (each line of 20+ characters) is nowhere in the learner edition: not in a
+    notebook and not in its course_lib (the checks compute what they compare with; they hold no worked answer)."""
+    def code_lines(source: str) -> set[str]:
+        return {" ".join(line.split("  #")[0].split()) for line in source.splitlines()}
+
+    lines: set[str] = set()
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        solutions = _solution_cells(nb)
+        given = set().union(*(code_lines(c.source) for i, c in enumerate(nb.cells) if i not in solutions))
+        for index in solutions:   # less what the placeholders and the lesson show anyway
+            lines |= code_lines(nb.cells[index].source) - given
+    lines = {line for line in lines if len(line) >= 20}
+    assert len(lines) >= 8, lines
+    found = []
+    for path in edition.rglob("*"):
+        if path.is_file() and path.suffix in TEXT_SUFFIXES:
+            text = _readable(path)
+            found += [f"{path.relative_to(edition)}: {line}" for line in lines if line in text]
+    assert not found, "solution cell text in the learner edition:\n" + "\n".join(found)
