@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 import tokenize
@@ -126,7 +127,8 @@ def test_out_may_not_replace_the_course() -> None:
 def test_edition_holds_the_learner_files_only(edition: Path) -> None:
     dest = edition
     top = sorted(p.name for p in dest.iterdir())
-    assert top == ["Makefile", "README.md", "course_lib", "docs", "environment.yml", "notebooks", "pyproject.toml",
+    assert top == ["Makefile", "README.md", "cluster", "course_lib", "docs", "environment.yml", "notebooks",
+                   "pyproject.toml",
                    "requirements", "source_code", "tools"]
     every = [p.relative_to(dest).as_posix() for p in dest.rglob("*")]
     assert not [p for p in every if "instructor" in p or p.startswith("tests") or "__pycache__" in p]
@@ -289,9 +291,22 @@ def test_the_cell_after_a_solution_is_cleared_not_compared() -> None:
 @pytest.mark.horovod
 @pytest.mark.parametrize("name", ["05_communication.ipynb", "06_beyond_one_machine.ipynb"])
 def test_learner_notebook_with_solutions_passes_strict_nbval(edition: Path, name: str) -> None:
-    """A notebook whose solutions were taken out, run from the learner tree (about 4 min each)."""
+    """A notebook whose solutions were taken out, run from the learner tree (about 5 min each).
+
+    These notebooks launch Horovod, whose ranks write TensorFlow's start-up lines to stderr: the learner edition
+    ships no test configuration, so the run uses the course's (notebooks/conftest.py: stderr checked against
+    notebooks/stderr_allow.txt, not compared), copied next to the learner notebook in a scratch folder.
+    """
     env = {**os.environ, "PYTHONPATH": str(edition), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    done = _nbval(edition / "notebooks" / name, edition, env, timeout=900)
+    scratch = edition.parent / f"nbval_{name[:2]}"
+    (scratch / "notebooks").mkdir(parents=True, exist_ok=True)
+    for helper in ("conftest.py", "stderr_allow.txt"):
+        shutil.copy2(ROOT / "notebooks" / helper, scratch / "notebooks" / helper)
+    shutil.copy2(edition / "notebooks" / name, scratch / "notebooks" / name)
+    for part in ("course_lib", "source_code", "cluster", "tools"):   # what the notebook reaches by relative paths
+        if (edition / part).exists() and not (scratch / part).exists():
+            (scratch / part).symlink_to(edition / part)
+    done = _nbval(scratch / "notebooks" / name, scratch, env, timeout=1200)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert " failed" not in done.stdout and " passed" in done.stdout
 

@@ -6,7 +6,8 @@ Usage::
     .venv/bin/python tools/student.py --out /srv/course  # anywhere else
 
 The learner edition holds what a learner needs and nothing an instructor keeps: the notebooks
-(learner version, below), ``course_lib/``, ``source_code/``, the set-up (``tools/setup.sh``,
+(learner version, below), ``course_lib/``, ``source_code/``, ``cluster/`` and ``tools/localcluster/`` (notebook
+06 reads and runs them), the set-up (``tools/setup.sh``,
 ``requirements/``, ``pyproject.toml``, ``environment.yml``), ``docs/architecture.md``, a learner
 README and a learner Makefile (``make lab``, ``make doctor``; the data is prepared by set-up with
 ``python -m course_lib prepare-data``). It has no ``instructor/``, no ``tests/``, no benchmarks and
@@ -65,8 +66,8 @@ BEGIN = re.compile(r"^(?P<indent>[ \t]*)#+\s*BEGIN SOLUTION\s*$")
 END = re.compile(r"^[ \t]*#+\s*END SOLUTION\s*$")
 STUB = 'raise NotImplementedError("your code here")'
 # What the learner edition copies from the course folder (folders whole, minus caches).
-COPIED = ("course_lib", "source_code", "requirements", "pyproject.toml", "environment.yml",
-          "tools/setup.sh", "tools/jupyterlab-overrides.json", "docs/architecture.md")
+COPIED = ("course_lib", "source_code", "cluster", "requirements", "pyproject.toml", "environment.yml",
+          "tools/setup.sh", "tools/jupyterlab-overrides.json", "tools/localcluster", "docs/architecture.md")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".ipynb_checkpoints")
 
 #: The learner's commands (make lab, make doctor): the course's Makefile includes this file, and the learner
