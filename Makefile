@@ -7,27 +7,13 @@
 #   make room     a JupyterHub for a room on this machine (as root; see classroom/README.md)
 # Other targets: setup, doctor, notebooks (re-execute and commit-ready outputs), bench, clean.
 
-SHELL := /bin/bash
-VENV  ?= .venv
-PY    := $(VENV)/bin/python
-export COURSE_VENV := $(abspath $(VENV))
-# Quiet TensorFlow's C++ start-up chatter; errors and warnings from Python still show.
-export TF_CPP_MIN_LOG_LEVEL ?= 2
-PORT ?= 8888
+# setup, doctor and lab (and the variables they use) are the learner's commands: tools/learner.mk, which the
+# learner edition's Makefile is made from.
+SETUP_PROFILE := full
+include tools/learner.mk
 PYTEST_ARGS ?=
 
-.PHONY: setup lab test check lint typecheck mutants test-unit test-notebooks doctor notebooks bench clean student site room
-
-setup:
-	@bash tools/setup.sh
-
-doctor: setup
-	@$(PY) -m course_lib doctor
-
-# A learner's set-up: no test-only pieces (Chromium, Playwright, nbval, linters); a full set-up also serves.
-lab:
-	@COURSE_PROFILE=learner bash tools/setup.sh
-	$(PY) -m course_lib.environment.lab --port $(PORT)
+.PHONY: test check lint typecheck mutants test-unit test-notebooks notebooks bench clean student site room
 
 # Notebook 06 (seven multi-process runs) is its own stage, so that 00-05 stay within 600 s; CI runs both.
 NB06 := notebooks/06_beyond_one_machine.ipynb

@@ -363,3 +363,263 @@ def test_01_notebook_gives_the_solutions_reduce_scatter() -> None:
         if code:
             assert code in skeleton, f"01's skeleton lacks the solution's line {code!r}"
     assert "raise NotImplementedError" in skeleton
+
+
+# --- one self-check pattern (issue 33): lessons.selfcheck, used by every notebook -------------------
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def _cells(notebook: Path) -> list[Any]:
+    import nbformat
+
+    return nbformat.read(notebook, as_version=4).cells
+
+
+def _exercise_cells(notebook: Path) -> list[Any]:
+    cells = _cells(notebook)
+    start = next(i for i, c in enumerate(cells) if c.cell_type == "markdown" and c.source.startswith("## Exercises"))
+    return cells[start:]
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_no_notebook_defines_its_own_self_check(notebook: Path) -> None:
+    """Every self-check cell is one call of a course_lib check; no cell defines a checker (06 had two)."""
+    for cell in _exercise_cells(notebook):
+        if cell.cell_type == "code":
+            assert not re.search(r"^\s*def \w*check\w*\(", cell.source, re.M), f"{notebook.name}: {cell.source[:80]}"
+    checks = [c for c in _exercise_cells(notebook) if c.cell_type == "code" and re.search(r"\bcheck\w*\(", c.source)]
+    assert checks, f"{notebook.name}: no self-check cell"
+    for cell in checks:
+        assert re.match(r"^(passed = )?(\w+\.)?check\w*\(", cell.source.splitlines()[-1]), cell.source
+
+
+def _first_line(out: str) -> str:
+    return next(line for line in out.splitlines() if line.startswith("["))
+
+
+def test_every_committed_self_check_output_is_a_verdict_line() -> None:
+    from course_lib.lessons.selfcheck import VERDICT_LINE
+
+    seen = 0
+    for notebook in NOTEBOOKS:
+        for cell in _exercise_cells(notebook):
+            text = "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("name") == "stdout")
+            if cell.cell_type == "code" and re.search(r"\bcheck\w*\(", cell.source) and text:
+                assert VERDICT_LINE.match(_first_line(text)), f"{notebook.name}: {text!r}"
+                seen += 1
+    assert seen >= 20
+
+
+def test_the_verdict_line_pattern_can_fail() -> None:
+    from course_lib.lessons.selfcheck import VERDICT_LINE
+
+    assert VERDICT_LINE.match("[05.fit] not yet: wrong. Hint: look.")
+    for bad in ("not answered yet", "[05.fit] not yet: wrong.", "correct", "[06.x] False"):
+        assert not VERDICT_LINE.match(bad), bad
+
+
+def _solution_source(notebook: str, marker: str) -> str:
+    """The source of the `solution`-tagged cell of ``notebook`` that contains ``marker``."""
+    (path,) = sorted((ROOT / "notebooks").glob(f"{notebook}_*.ipynb"))
+    found = [c.source for c in _cells(path) if "solution" in c.get("metadata", {}).get("tags", [])
+             and marker in c.source]
+    assert len(found) == 1, f"{path.name}: {len(found)} solution cells with {marker!r}"
+    return found[0]
+
+
+# --- 05: fit alpha and beta (code), predict, change the cycle time ----------------------------------
+def _notebook_fit() -> Any:
+    namespace: dict[str, Any] = {}
+    exec(_solution_source("05", "def my_fit("), namespace)  # noqa: S102
+    return namespace["my_fit"]
+
+
+def _fit_variant(edit: tuple[str, str]) -> Any:
+    source = _solution_source("05", "def my_fit(")
+    assert source.count(edit[0]) == 1, edit
+    namespace: dict[str, Any] = {}
+    exec(source.replace(*edit), namespace)  # noqa: S102
+    return namespace["my_fit"]
+
+
+WRONG_FITS = {
+    "no ring factor": (("2 * (workers - 1) / workers * np.asarray", "np.asarray"), "how many bytes does each link"),
+    "slope as beta": (("return intercept, 1 / slope", "return intercept, slope"), "beta is a rate"),
+    "GB/s": (("return intercept, 1 / slope", "return intercept, 1 / slope / 1e9"), "bytes per second"),
+    "swapped": (("return intercept, 1 / slope", "return 1 / slope, intercept"), "not yet"),
+}
+
+
+def test_fit_check_accepts_the_notebooks_solution(capsys: pytest.CaptureFixture[str]) -> None:
+    from course_lib.lessons.cost_checks import check_alpha_beta_fit
+
+    assert check_alpha_beta_fit(_notebook_fit()) is True
+    assert "correct" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", sorted(WRONG_FITS))
+def test_fit_check_rejects_typical_wrong_fits(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from course_lib.lessons.cost_checks import check_alpha_beta_fit
+    from course_lib.lessons.selfcheck import VERDICT_LINE
+
+    edit, says = WRONG_FITS[name]
+    assert check_alpha_beta_fit(_fit_variant(edit)) is False
+    out = capsys.readouterr().out
+    assert says in out and VERDICT_LINE.match(_first_line(out)), out
+    assert "polyfit" not in out and "2 (N - 1)" not in out   # the hint names the slip, not the formula
+
+
+def test_fit_check_placeholder_and_garbage(capsys: pytest.CaptureFixture[str]) -> None:
+    from course_lib.lessons.cost_checks import check_alpha_beta_fit
+
+    def unwritten(sizes, seconds, workers):
+        raise NotImplementedError
+
+    assert check_alpha_beta_fit(unwritten) is False
+    assert "not written yet" in capsys.readouterr().out
+    assert check_alpha_beta_fit(lambda s, t, n: 3.0) is False
+    assert "return two numbers" in capsys.readouterr().out
+
+
+def _fits() -> dict[str, Any]:
+    from course_lib.lessons.allreduce_model import AlphaBeta
+
+    return {"gloo": AlphaBeta(alpha_s=12e-3, beta_bytes_per_s=7e8, workers=2, alpha_call_s=5e-3)}
+
+
+@pytest.mark.parametrize("marker, workers", [("# N = 2", 2), ("# 14 hops", 8)])
+def test_predict_check_accepts_the_notebooks_solutions(marker: str, workers: int,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from course_lib.lessons.cost_checks import check_prediction
+
+    fits = _fits()
+    namespace: dict[str, Any] = {"fits": fits}
+    exec(_solution_source("05", marker), namespace)  # noqa: S102
+    size = 16 * 2 ** 20
+    assert check_prediction(namespace["answer"], fit=fits["gloo"], size_bytes=size, workers=workers) is True
+    fit = fits["gloo"]
+    for wrong in (fit.alpha_s + size / fit.beta_bytes_per_s / 1e9,        # beta in GB/s
+                  (fit.alpha_s + size / fit.beta_bytes_per_s) * 1e3,      # milliseconds
+                  workers * fit.alpha_s + size / fit.beta_bytes_per_s):   # the whole alpha per worker
+        assert check_prediction(wrong, fit=fit, size_bytes=size, workers=workers) is False
+    out = capsys.readouterr().out
+    assert out.count("Hint:") == 3 and "correct" in out
+
+
+def test_cycle_experiment_check(capsys: pytest.CaptureFixture[str]) -> None:
+    from course_lib.lessons.cost_checks import check_cycle_experiment
+
+    base = _fits()["gloo"]
+    namespace: dict[str, Any] = {}
+    exec(_solution_source("05", "answer = \"rises\""), namespace)  # noqa: S102
+    exec(_solution_source("05", "CYCLE_MS ="), namespace)  # noqa: S102
+    cycle = namespace["CYCLE_MS"]
+    assert check_cycle_experiment(namespace["answer"], cycle_ms=cycle, alpha_s=33e-3, baseline=base) is True
+    assert check_cycle_experiment("falls", cycle_ms=cycle, alpha_s=33e-3, baseline=base) is False   # wrong way
+    assert check_cycle_experiment("rises", cycle_ms=cycle, alpha_s=13e-3, baseline=base) is False   # within noise
+    assert check_cycle_experiment("stays", cycle_ms=cycle, alpha_s=13e-3, baseline=base) is True
+    assert check_cycle_experiment("rises", cycle_ms=8, alpha_s=33e-3, baseline=base) is False       # too small a change
+    assert check_cycle_experiment("up", cycle_ms=cycle, alpha_s=33e-3, baseline=base) is False
+    assert check_cycle_experiment(None, cycle_ms=None, alpha_s=None, baseline=base) is False
+    out = capsys.readouterr().out
+    assert out.count("Hint:") == 4 and "not run yet" in out and "10 ms or more" in out
+
+
+# --- 06: elastic steps, the Slurm host list, a discovery script (code), change the job ---------------
+SBATCH = ROOT / "cluster" / "slurm_horovod.sbatch"
+
+
+def test_elastic_steps_check(capsys: pytest.CaptureFixture[str]) -> None:
+    import pandas as pd
+
+    from course_lib.lessons.launch_checks import check_elastic_steps
+
+    epochs = pd.DataFrame({"workers": [2, 2, 1, 1, 2], "steps": [8, 8, 16, 16, 8]})
+    namespace: dict[str, Any] = {}
+    exec(_solution_source("06", "-(-1024 // 64)"), namespace)  # noqa: S102
+    assert check_elastic_steps(namespace["answer"], epochs) is True
+    for wrong in (8, 15, "16", 32):      # the two-worker steps, no partial batch, text, both workers' steps
+        assert check_elastic_steps(wrong, epochs) is False
+    assert check_elastic_steps(None, epochs) is False
+    out = capsys.readouterr().out
+    assert out.count("Hint:") == 4 and "ceil" not in out and "1024" not in out
+
+
+def test_slurm_host_list_check(capsys: pytest.CaptureFixture[str]) -> None:
+    from course_lib.lessons.launch_checks import check_slurm_hosts
+
+    namespace: dict[str, Any] = {}
+    exec(_solution_source("06", "gpu1:4,gpu2:4,gpu3:4"), namespace)  # noqa: S102
+    assert check_slurm_hosts(namespace["answer"], SBATCH) is True
+    assert check_slurm_hosts(" gpu1:4, gpu2:4, gpu3:4", SBATCH) is True
+    for wrong in ("gpu[1-3]:4", "gpu1:1,gpu2:1,gpu3:1", "gpu1 slots=4,gpu2 slots=4,gpu3 slots=4"):
+        assert check_slurm_hosts(wrong, SBATCH) is False
+    assert capsys.readouterr().out.count("Hint:") == 3
+
+
+def test_slurm_experiment_check(capsys: pytest.CaptureFixture[str]) -> None:
+    from course_lib.lessons.launch_checks import check_slurm_workers, expand_nodelist
+
+    assert expand_nodelist("gpu[1-3],login,n[08-10]") == ["gpu1", "gpu2", "gpu3", "login", "n08", "n09", "n10"]
+    namespace: dict[str, Any] = {"launch_checks": __import__("course_lib.lessons.launch_checks").lessons.launch_checks,
+                                 "CLUSTER": ROOT / "cluster"}
+    exec(_solution_source("06", "node[01-04]"), namespace)  # noqa: S102
+    exec(_solution_source("06", "answer = 4 * 2"), namespace)  # noqa: S102
+    job = namespace["JOB"]
+    assert "-np 8 -H node01:2,node02:2,node03:2,node04:2" in capsys.readouterr().out
+    assert check_slurm_workers(namespace["answer"], SBATCH, job) is True
+    for wrong in (4, 2, 12):       # the nodes, the tasks per node, exercise 2's job
+        assert check_slurm_workers(wrong, SBATCH, job) is False
+    unchanged = {"SLURM_JOB_NODELIST": "gpu[1-3]", "SLURM_NTASKS_PER_NODE": "4"}
+    assert check_slurm_workers(12, SBATCH, unchanged) is False
+    out = capsys.readouterr().out
+    assert out.count("Hint:") == 3 and "not run yet" in out
+
+
+def _discovery() -> str:
+    namespace: dict[str, Any] = {}
+    exec(_solution_source("06", "DISCOVERY ="), namespace)  # noqa: S102
+    return namespace["DISCOVERY"]
+
+
+WRONG_DISCOVERY = {
+    "ignores the drain file": (('    if [ -f "$DRAINED_FILE" ] && grep -qxF "$node" "$DRAINED_FILE"; then\n', "    if false; then\n"),
+                               "must not be offered"),
+    "hostfile syntax": (('echo "$node:$SLOTS_PER_NODE"', 'echo "$node slots=$SLOTS_PER_NODE"'), "host:slots lines"),
+    "partial match": (("grep -qxF", "grep -qF"), "whole line"),
+    "fixed slots": (('echo "$node:$SLOTS_PER_NODE"', 'echo "$node:4"'), "SLOTS_PER_NODE"),
+    "no drain file fails": (("", '#!/bin/bash\nset -euo pipefail\ngrep -vxFf "$DRAINED_FILE" "$NODES_FILE" | '
+                                 'sed "s/$/:$SLOTS_PER_NODE/"\n'), "exited with status"),
+}
+
+
+def test_discovery_check_accepts_the_notebooks_solution(capsys: pytest.CaptureFixture[str]) -> None:
+    from course_lib.lessons.launch_checks import check_discovery_script
+
+    assert check_discovery_script(_discovery()) is True
+    assert "correct" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", sorted(WRONG_DISCOVERY))
+def test_discovery_check_rejects_typical_wrong_scripts(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from course_lib.lessons.launch_checks import check_discovery_script
+
+    (old, new), says = WRONG_DISCOVERY[name]
+    script = _discovery()
+    if old:         # an edit of the solution; else a script of its own
+        assert script.count(old) == 1, f"{name}: the solution no longer has {old!r}"
+    assert check_discovery_script(script.replace(old, new) if old else new) is False
+    out = capsys.readouterr().out
+    assert says in out and "Hint:" in out, out
+
+
+def test_discovery_check_placeholder(capsys: pytest.CaptureFixture[str]) -> None:
+    from course_lib.lessons.launch_checks import check_discovery_script
+
+    (path,) = sorted((ROOT / "notebooks").glob("06_*.ipynb"))
+    placeholder = next(c.source for c in _cells(path) if c.source.startswith('DISCOVERY = """')
+                       and "solution" not in c.get("metadata", {}).get("tags", []))
+    namespace: dict[str, Any] = {}
+    exec(placeholder, namespace)  # noqa: S102
+    assert check_discovery_script(namespace["DISCOVERY"]) is False
+    assert "not written yet" in capsys.readouterr().out

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 import tokenize
@@ -126,7 +127,8 @@ def test_out_may_not_replace_the_course() -> None:
 def test_edition_holds_the_learner_files_only(edition: Path) -> None:
     dest = edition
     top = sorted(p.name for p in dest.iterdir())
-    assert top == ["Makefile", "README.md", "course_lib", "docs", "environment.yml", "notebooks", "pyproject.toml",
+    assert top == ["Makefile", "README.md", "cluster", "course_lib", "docs", "environment.yml", "notebooks",
+                   "pyproject.toml",
                    "requirements", "source_code", "tools"]
     every = [p.relative_to(dest).as_posix() for p in dest.rglob("*")]
     assert not [p for p in every if "instructor" in p or p.startswith("tests") or "__pycache__" in p]
@@ -229,3 +231,104 @@ def test_learner_00_setup_passes_strict_nbval(edition: Path) -> None:
     done = _nbval(dest / "notebooks" / "00_setup.ipynb", dest, env, timeout=600)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert " failed" not in done.stdout and " passed" in done.stdout
+
+
+# --- one text for the learner's commands (issue 33): tools/learner.mk ------------------------------
+def test_learner_makefile_is_made_from_the_shared_part(edition: Path) -> None:
+    shared = (ROOT / student.LEARNER_MK).read_text()
+    assert (edition / "Makefile").read_text() == student.LEARNER_HEADER + shared
+    course = (ROOT / "Makefile").read_text()
+    assert f"include {student.LEARNER_MK}" in course.splitlines()
+    for target in ("setup", "doctor", "lab"):   # defined once, in the shared part
+        assert f"\n{target}:" in shared and f"\n{target}:" not in course, target
+
+
+@pytest.mark.parametrize("makefile, profile", [("Makefile", "full"), ("tools/learner.mk", "learner")])
+def test_setup_profile_of_each_makefile(makefile: str, profile: str) -> None:
+    done = subprocess.run(["make", "-n", "-f", makefile, "setup", "doctor", "lab"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"COURSE_PROFILE={profile} bash tools/setup.sh", lines
+    assert any(line.endswith("-m course_lib doctor") for line in lines)
+    assert lines[-1].endswith("-m course_lib.environment.lab --port 8888")
+
+
+# --- solutions tagged in the notebooks: the learner edition differs (issue 30, item 4) --------------
+def _solution_cells(nb: nbformat.NotebookNode) -> list[int]:
+    return [i for i, c in enumerate(nb.cells) if "solution" in c.get("metadata", {}).get("tags", [])]
+
+
+def test_student_output_has_no_solution_cell_and_differs_where_the_source_has_one(edition: Path) -> None:
+    with_solutions = []
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        source = nbformat.read(path, as_version=4)
+        learner = nbformat.read(edition / "notebooks" / path.name, as_version=4)
+        assert not _solution_cells(learner), path.name
+        if _solution_cells(source):
+            with_solutions.append(path.name[:2])
+            assert [c.source for c in learner.cells] != [c.source for c in source.cells], path.name
+            assert len(learner.cells) == len(source.cells) - len(_solution_cells(source)), path.name
+    assert {"05", "06"} <= set(with_solutions), with_solutions
+
+
+def test_the_cell_after_a_solution_is_cleared_not_compared() -> None:
+    """The self-check after a solution cell showed the solved state: the learner copy runs it unexecuted."""
+    nb = nbformat.v4.new_notebook()
+    solved = _code("print('[00.x] correct.')")
+    solved.outputs = [nbformat.v4.new_output("stream", name="stdout", text="[00.x] correct.\n")]
+    solved.execution_count = 3
+    kept = _code("print(1)")
+    kept.outputs = [nbformat.v4.new_output("stream", name="stdout", text="1\n")]
+    nb.cells = [_code("answer = None"), _code("answer = 1", ["solution"]), solved, kept]
+    learner, changes = student.learner_notebook(nb)
+    assert changes.removed == [1] and changes.cleared == [2]
+    assert learner.cells[1].outputs == [] and learner.cells[1].execution_count is None
+    assert learner.cells[2].outputs and learner.cells[2].source == "print(1)"
+
+
+@pytest.mark.slow
+@pytest.mark.horovod
+@pytest.mark.parametrize("name", ["05_communication.ipynb", "06_beyond_one_machine.ipynb"])
+def test_learner_notebook_with_solutions_passes_strict_nbval(edition: Path, name: str) -> None:
+    """A notebook whose solutions were taken out, run from the learner tree (about 5 min each).
+
+    These notebooks launch Horovod, whose ranks write TensorFlow's start-up lines to stderr: the learner edition
+    ships no test configuration, so the run uses the course's (notebooks/conftest.py: stderr checked against
+    notebooks/stderr_allow.txt, not compared), copied next to the learner notebook in a scratch folder.
+    """
+    env = {**os.environ, "PYTHONPATH": str(edition), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    scratch = edition.parent / f"nbval_{name[:2]}"
+    (scratch / "notebooks").mkdir(parents=True, exist_ok=True)
+    for helper in ("conftest.py", "stderr_allow.txt"):
+        shutil.copy2(ROOT / "notebooks" / helper, scratch / "notebooks" / helper)
+    shutil.copy2(edition / "notebooks" / name, scratch / "notebooks" / name)
+    for part in ("course_lib", "source_code", "cluster", "tools"):   # what the notebook reaches by relative paths
+        if (edition / part).exists() and not (scratch / part).exists():
+            (scratch / part).symlink_to(edition / part)
+    done = _nbval(scratch / "notebooks" / name, scratch, env, timeout=1200)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert " failed" not in done.stdout and " passed" in done.stdout
+
+
+def test_no_notebook_solution_cell_text_in_the_edition(edition: Path) -> None:
+    """The solution cells' code (each line of 20+ characters) is nowhere in the learner edition: not in a
+    notebook and not in its course_lib (the checks compute what they compare with; they hold no worked answer)."""
+    def code_lines(source: str) -> set[str]:
+        return {" ".join(line.split("  #")[0].split()) for line in source.splitlines()}
+
+    lines: set[str] = set()
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        solutions = _solution_cells(nb)
+        given = set().union(*(code_lines(c.source) for i, c in enumerate(nb.cells) if i not in solutions))
+        for index in solutions:   # less what the placeholders and the lesson show anyway
+            lines |= code_lines(nb.cells[index].source) - given
+    lines = {line for line in lines if len(line) >= 20}
+    assert len(lines) >= 8, lines
+    found = []
+    for path in edition.rglob("*"):
+        if path.is_file() and path.suffix in TEXT_SUFFIXES:
+            text = _readable(path)
+            found += [f"{path.relative_to(edition)}: {line}" for line in lines if line in text]
+    assert not found, "solution cell text in the learner edition:\n" + "\n".join(found)

@@ -6,7 +6,8 @@ Usage::
     .venv/bin/python tools/student.py --out /srv/course  # anywhere else
 
 The learner edition holds what a learner needs and nothing an instructor keeps: the notebooks
-(learner version, below), ``course_lib/``, ``source_code/``, the set-up (``tools/setup.sh``,
+(learner version, below), ``course_lib/``, ``source_code/``, ``cluster/`` and ``tools/localcluster/`` (notebook
+06 reads and runs them), the set-up (``tools/setup.sh``,
 ``requirements/``, ``pyproject.toml``, ``environment.yml``), ``docs/architecture.md``, a learner
 README and a learner Makefile (``make lab``, ``make doctor``; the data is prepared by set-up with
 ``python -m course_lib prepare-data``). It has no ``instructor/``, no ``tests/``, no benchmarks and
@@ -19,8 +20,12 @@ inspector or with ``jupyter nbconvert``; nbgrader's markers are understood too):
     The cell is removed from the learner edition, with its outputs. Put an exercise's worked answer in
     such a cell right after the learner's placeholder cell (``answer = None``): the source notebook runs
     both (its self-check then shows the right answer), the learner edition keeps only the placeholder.
+    The code cell right after a ``solution`` cell (the self-check, or the experiment the solution set up)
+    keeps its source but loses its outputs and is marked unexecuted, as ``solution-output`` does: its committed
+    output shows the solved state, which the learner's run will not. So tagging a solution cell is all a
+    notebook needs: put it between the learner's placeholder and the cell that uses it.
 ``solution-output``
-    The cell stays, its outputs are cleared and it is marked unexecuted: for a self-check cell whose
+    The cell stays, its outputs are cleared and it is marked unexecuted: for another cell whose
     committed output shows the solved answer. nbval runs an unexecuted cell without comparing its
     outputs, so the learner edition still passes strict nbval.
 ``### BEGIN SOLUTION`` / ``### END SOLUTION`` (nbgrader's ClearSolutions markers, inside a code cell)
@@ -30,9 +35,13 @@ inspector or with ``jupyter nbconvert``; nbgrader's markers are understood too):
 ``instructor``
     A markdown or code cell of notes for instructors only: removed like ``solution``.
 
-Today the course keeps its solutions in ``instructor/solutions/`` and the notebooks hold only the learner's
-placeholders, so the learner notebooks equal the source notebooks cell for cell; the convention is what a
-notebook author uses to add a worked solution to a notebook. ``tests/test_student.py`` checks the tool on a
+Where the answers are, and why the learner edition cannot read them: a notebook's worked solution is a
+``solution`` cell, left out of the learner copy (with ``instructor/`` and ``tests/``, which hold the rest).
+The learner's ``course_lib`` holds no answer value: the self-checks compute what they compare with from the
+learner's own code or run (``lessons.cost_checks``, ``lessons.launch_checks``, ``lessons.coding_checks``) or with
+the course's functions, and word answers are salted digests. We chose leaving solutions out over hashing every
+answer: a hash of a small integer or of a rounded real is found by trying them all, so it hides nothing, and a
+hash cannot accept "within 0.1 %"; a check that runs the learner's code has no single value to hide. ``tests/test_student.py`` checks the tool on a
 fixture notebook and the real build.
 
 Introduced for docs/instructors.md (issue 18); not part of ``course_lib`` (learners do not need it).
@@ -57,33 +66,20 @@ BEGIN = re.compile(r"^(?P<indent>[ \t]*)#+\s*BEGIN SOLUTION\s*$")
 END = re.compile(r"^[ \t]*#+\s*END SOLUTION\s*$")
 STUB = 'raise NotImplementedError("your code here")'
 # What the learner edition copies from the course folder (folders whole, minus caches).
-COPIED = ("course_lib", "source_code", "requirements", "pyproject.toml", "environment.yml",
-          "tools/setup.sh", "tools/jupyterlab-overrides.json", "docs/architecture.md")
+COPIED = ("course_lib", "source_code", "cluster", "requirements", "pyproject.toml", "environment.yml",
+          "tools/setup.sh", "tools/jupyterlab-overrides.json", "tools/localcluster", "docs/architecture.md")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".ipynb_checkpoints")
 
-LEARNER_MAKEFILE = """\
-# Hands-on distributed deep learning with TensorFlow -- learner edition.
-#   make lab     set up what the notebooks need, then start JupyterLab (opens notebooks/00_setup.ipynb)
-#   make doctor  check this machine: versions, Horovod, devices, the Fashion-MNIST files
+#: The learner's commands (make lab, make doctor): the course's Makefile includes this file, and the learner
+#: edition's Makefile is this file under :data:`LEARNER_HEADER` (one text for both; tests/test_student.py).
+LEARNER_MK = "tools/learner.mk"
+LEARNER_HEADER = "# Hands-on distributed deep learning with TensorFlow -- learner edition (made by make student).\n"
 
-SHELL := /bin/bash
-VENV  ?= .venv
-PY    := $(VENV)/bin/python
-export COURSE_VENV := $(abspath $(VENV))
-export TF_CPP_MIN_LOG_LEVEL ?= 2
-PORT ?= 8888
 
-.PHONY: setup lab doctor
+def learner_makefile(root: Path = ROOT) -> str:
+    """The learner edition's Makefile: :data:`LEARNER_MK` of the course folder ``root``, under a learner header."""
+    return LEARNER_HEADER + (root / LEARNER_MK).read_text()
 
-setup:
-\t@COURSE_PROFILE=learner bash tools/setup.sh
-
-lab: setup
-\t$(PY) -m course_lib.environment.lab --port $(PORT)
-
-doctor: setup
-\t@$(PY) -m course_lib doctor
-"""
 
 LEARNER_README = """\
 # Hands-on distributed deep learning with TensorFlow (learner edition)
@@ -182,11 +178,14 @@ def learner_notebook(nb: nbformat.NotebookNode) -> tuple[nbformat.NotebookNode, 
     out = copy.deepcopy(nb)
     changes = Changes()
     cells = []
+    after_solution = False
     for index, cell in enumerate(out.cells):
         tags = _tags(cell)
         if any(tag in tags for tag in REMOVED_TAGS):
             changes.removed.append(index)
+            after_solution = after_solution or "solution" in tags
             continue
+        follows_solution, after_solution = after_solution, False
         if cell.cell_type == "code":
             try:
                 stubbed = strip_solution(cell.source)
@@ -198,7 +197,7 @@ def learner_notebook(nb: nbformat.NotebookNode) -> tuple[nbformat.NotebookNode, 
                 if "raises-exception" not in tags:
                     cell.metadata["tags"] = tags + ["raises-exception"]
                 changes.stubbed.append(index)
-            elif CLEARED_TAG in tags:
+            elif CLEARED_TAG in tags or follows_solution:
                 _clear(cell)
                 changes.cleared.append(index)
             # What a cell wrote to stderr (TensorFlow's start-up lines, which vary from run to run) is checked,
@@ -242,7 +241,7 @@ def build(dest: Path, root: Path = ROOT) -> dict[str, Changes]:
         nb, changes = learner_notebook(nbformat.read(path, as_version=4))
         nbformat.write(nb, dest / "notebooks" / path.name)
         report[path.name] = changes
-    (dest / "Makefile").write_text(LEARNER_MAKEFILE)
+    (dest / "Makefile").write_text(learner_makefile(root))
     (dest / "README.md").write_text(LEARNER_README)
     return report
 

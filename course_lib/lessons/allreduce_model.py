@@ -13,7 +13,8 @@ prediction for another N scales only the per-hop part (:meth:`AlphaBeta.predict`
 beta (bytes per second) is the bandwidth each link sustains. Bandwidths follow NVIDIA's nccl-tests
 (doc/PERFORMANCE.md): algorithm bandwidth ``algbw = S / t`` and bus bandwidth
 ``busbw = algbw x 2 (N - 1) / N`` (comparable across worker counts; it approaches beta).
-The measurements come from ``source_code/allreduce_bench.py`` (its ``allreduce`` JSON lines).
+The measurements come from ``source_code/allreduce_bench.py`` (its ``allreduce`` JSON lines); the
+self-checks of notebook 05's exercises are in :mod:`course_lib.lessons.cost_checks`.
 
 Introduced in notebooks/05_communication.ipynb.
 """
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     import pandas
 
 __all__ = ["AlphaBeta", "ring_factor", "algorithm_bandwidth", "bus_bandwidth", "bench_table",
-           "fit_alpha_beta", "cycle_part", "plot_fit", "check_prediction"]
+           "fit_alpha_beta", "cycle_part", "plot_fit"]
 
 
 def algorithm_bandwidth(size_bytes: float, seconds: float) -> float:
@@ -226,46 +227,3 @@ def plot_fit(table: "pandas.DataFrame", fits: Mapping[str, AlphaBeta], ax: Any =
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     return ax
-
-
-def check_prediction(answer_s: float | None, *, fit: AlphaBeta, size_bytes: float, workers: int,
-                     measured_s: float | None = None, measured_iqr_s: tuple[float, float] | None
-                     = None, rel_tol: float = 0.05) -> bool:
-    """Self-check: does the learner's predicted all-reduce time match the fitted model?
-
-    Prints a verdict; when a measured time is given, also how far the model is from it.
-
-    Args:
-        answer_s: The learner's prediction in seconds; ``None``: not answered yet.
-        fit: The model fitted in the notebook.
-        size_bytes: Gradient size in bytes (parameters x 4 for float32).
-        workers: Worker count of the question.
-        measured_s: Median measured time of that all-reduce, if it was run.
-        measured_iqr_s: ``(q1, q3)`` of that measurement.
-        rel_tol: Accepted relative difference between the answer and the model.
-
-    Returns:
-        True when the answer is within ``rel_tol`` of the model's prediction.
-    """
-    expected = fit.predict(size_bytes, workers)
-    if answer_s is None:
-        print("[05.predict] not answered yet — set `answer` in the cell above and run both cells.")
-        return False
-    try:
-        value = float(answer_s)
-    except (TypeError, ValueError):
-        print(f"[05.predict] not yet: {answer_s!r} is not a number of seconds.")
-        return False
-    ok = math.isfinite(value) and abs(value - expected) <= rel_tol * expected
-    if ok:
-        print("[05.predict] correct: your prediction matches the fitted model.")
-    else:
-        print(f"[05.predict] not yet: {value:.6g} s. Hint: the cycle part of alpha once, the per-hop part "
-              "once per hop of the ring (2 (N - 1) hops), and 2 (N - 1) / N x S / beta, with S in bytes, beta "
-              "in bytes per second and times in seconds.")
-    if measured_s is not None:
-        off = (expected - measured_s) / measured_s
-        inside = measured_iqr_s is not None and measured_iqr_s[0] <= expected <= measured_iqr_s[1]
-        print(f"model {expected * 1e3:.2f} ms vs measured {measured_s * 1e3:.2f} ms "
-              f"({off:+.0%}); model inside the measured IQR: {inside}")
-    return ok

@@ -4,23 +4,23 @@
 ``check_horovod_run`` (notebooks/03_horovod.ipynb) reads a Horovod run's output; ``check_replica_step``
 (notebooks/02_mirrored_strategy.ipynb) runs the learner's replica step next to a one-device reference;
 these three are re-exported by :mod:`course_lib.lessons.exercises`, where those notebooks import them.
-``check_lr_schedule`` (notebooks/04_large_batch.ipynb) compares the learner's linear scaling + warm-up
-schedule with the one the notebook's runs use, computed here (:func:`reference_rate`), not stored.
+``check_lr_schedule`` (notebooks/04_large_batch.ipynb) lives in :mod:`course_lib.lessons.schedule_check` and is
+re-exported here, where notebook 04 imports it. Every check prints and returns its verdict the one way
+:mod:`course_lib.lessons.selfcheck` defines.
 
 Introduced in notebooks/02_mirrored_strategy.ipynb.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any, Callable
 
 import numpy as np
 
-from course_lib.lessons.trials import peak_lr
+from course_lib.lessons.schedule_check import LR_CASES, check_lr_schedule, reference_rate
+from course_lib.lessons.selfcheck import learner_call, right, waiting, wrong
 from course_lib.runner.runlog import parse_line
-from course_lib.training import schedules
 from course_lib.training.epochs import epoch_arithmetic
 
 __all__ = ["check_horovod_run", "check_replica_step", "check_ring_allreduce", "steps_shown", "LR_CASES",
@@ -37,22 +37,6 @@ def _flag(command: list[str], name: str, default: int) -> int:
         if arg.startswith(name + "="):
             return int(arg.split("=", 1)[1])
     return default
-
-
-def _learner_call(key: str, call: Callable[..., Any], *args: Any, placeholder: str, what: str,
-                  **kwargs: Any) -> tuple[bool, Any]:
-    """Run the learner's ``call(*args, **kwargs)``: ``(True, its value)``, or print why not: ``(False, None)``.
-
-    The placeholder (``NotImplementedError``) prints ``placeholder``; any other exception is the learner's
-    code failing: it is named with the first line of its message, and the notebook does not crash.
-    """
-    try:
-        return True, call(*args, **kwargs)
-    except NotImplementedError:
-        print(f"[{key}] {placeholder}")
-    except Exception as exc:  # the learner's code failed: say how, do not crash the notebook
-        print(f"[{key}] not yet: your {what} raised {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}")
-    return False, None
 
 
 def steps_shown(run: Any) -> list[int]:
@@ -85,8 +69,7 @@ def check_horovod_run(run: Any, *, workers: int = 2) -> bool:
     """
     key = "03.horovod_script"
     if run is None:
-        print(f"[{key}] not run yet — run your script with launch.run_horovod, then this cell.")
-        return False
+        return waiting(key, "not run yet", "run your script with launch.run_horovod, then this cell.")
     problems = []
     ranks = sorted(getattr(run, "digests", {}))
     if ranks != list(range(workers)):
@@ -105,10 +88,9 @@ def check_horovod_run(run: Any, *, workers: int = 2) -> bool:
         problems.append(f"each epoch ran {shown[0]} steps: is one epoch one pass over the data by ALL workers "
                         "together (each worker reads its shard and runs 1/size of the steps)?")
     if problems:
-        print(f"[{key}] not yet:\n- " + "\n- ".join(problems))
-        return False
-    print(f"[{key}] correct: {workers} ranks with identical weights, {shown[0]} steps per epoch each.")
-    return True
+        return wrong(key, "\n- " + "\n- ".join(problems), "compare your script with the three things every "
+                     "Horovod script does: one worker's share of the data, averaged gradients, one common start")
+    return right(key, f"{workers} ranks with identical weights, {shown[0]} steps per epoch each")
 
 
 def check_replica_step(replica_step: Callable[..., Any], strategy: Any, *, seed: int = 0) -> bool:
@@ -135,8 +117,8 @@ def check_replica_step(replica_step: Callable[..., Any], strategy: Any, *, seed:
 
     key = "02.replica_step"
     if strategy.num_replicas_in_sync < 2:
-        print(f"[{key}] needs a strategy with at least 2 replicas, got {strategy.num_replicas_in_sync}.")
-        return False
+        return wrong(key, f"the check needs a strategy with at least 2 replicas, got {strategy.num_replicas_in_sync}.",
+                     "pass the notebook's 2-replica `strategy`")
     rng = np.random.default_rng(seed)
     images = rng.normal(size=(56, 28, 28, 1)).astype("float32")
     labels = rng.integers(0, 10, size=56)
@@ -163,18 +145,15 @@ def check_replica_step(replica_step: Callable[..., Any], strategy: Any, *, seed:
         for x, y in strategy.experimental_distribute_dataset(dataset):
             strategy.run(replica_step, args=(model, optimizer, x, y))
 
-    ran, _ = _learner_call(key, train, what="step", placeholder="not written yet — write my_replica_step in the "
+    ran, _ = learner_call(key, train, what="step", placeholder="not written yet — write my_replica_step in the "
                            "cell above and run both cells.")
     if not ran:
         return False
     gap = max(float(np.max(np.abs(a - b))) for a, b in zip(model.get_weights(), reference.get_weights()))
     if gap < 1e-5:
-        print(f"[{key}] correct: two replicas give the weights of one device on the same images.")
-        return True
-    print(f"[{key}] not yet: the weights differ from one device's by up to {gap:.2g}. Hint: divide the sum of "
-          "the per-example losses by the images of this step on ALL replicas (the last step is partial), "
-          "then apply the gradients.")
-    return False
+        return right(key, "two replicas give the weights of one device on the same images")
+    return wrong(key, f"the weights differ from one device's by up to {gap:.2g}.", "which images does the mean "
+                 "over one step run over, on ALL replicas (the last step is partial)? And were the gradients applied?")
 
 
 def check_ring_allreduce(ring: Callable[[list[Any]], list[Any]], *, seed: int = 0) -> bool:
@@ -199,116 +178,21 @@ def check_ring_allreduce(ring: Callable[[list[Any]], list[Any]], *, seed: int = 
         for length in (2 * workers, 2 * workers + 1):
             arrays = [rng.normal(size=length) for _ in range(workers)]
             expected = np.sum(arrays, axis=0)
-            ran, results = _learner_call(key, ring, [a.copy() for a in arrays], what="ring",
+            ran, results = learner_call(key, ring, [a.copy() for a in arrays], what="ring",
                                          placeholder="not written yet — finish my_ring_allreduce in the cell "
                                          "above and run both cells.")
             if not ran:
                 return False
             if results is None or len(results) != workers:
-                print(f"[{key}] not yet: with {workers} workers your function returned "
-                      f"{'nothing' if results is None else len(results)} arrays; return one per worker.")
-                return False
+                return wrong(key, f"with {workers} workers your function returned "
+                             f"{'nothing' if results is None else len(results)} arrays.", "return one per worker")
             for w, got in enumerate(results):
                 got = np.asarray(got, dtype=float)
                 if got.shape != expected.shape or not np.allclose(got, expected):
                     bad = (np.flatnonzero(~np.isclose(got, expected)) if got.shape == expected.shape
                            else "its shape")
-                    print(f"[{key}] not yet: with {workers} workers and arrays of {length}, worker {w} is wrong "
-                          f"at positions {bad}. Hint: after the reduce-scatter worker w owns the finished chunk "
-                          "(w + 1) mod N; in each all-gather step every worker passes on the finished chunk it "
-                          "received last, and the receiver stores it as it is.")
-                    return False
-    print(f"[{key}] correct: every worker holds the sum, for 2 to 5 workers and uneven chunks.")
-    return True
-
-
-# ----------------------------------------------------------------- notebook 04: linear scaling + warm-up
-LR_KEY = "04.lr_schedule"
-
-#: Notebook 04: (base_lr, base_batch, batch, warmup_updates, updates checked)
-LR_CASES: list[tuple[float, int, int, int, list[int]]] = [
-    (0.01, 32, 256, 4, [0, 1, 2, 3, 4, 11]),
-    (0.001, 32, 128, 8, [0, 3, 7, 8, 50]),
-    (0.05, 64, 512, 0, [0, 9]),
-]
-
-
-def reference_rate(update: int, *, base_lr: float, base_batch: int, batch: int,
-                   warmup_updates: int) -> float:
-    """The rate of update ``update`` under the course's own schedule (TensorFlow's, evaluated).
-
-    Introduced in notebooks/04_large_batch.ipynb.
-    """
-    peak = peak_lr({"base_lr": base_lr, "base_batch": base_batch, "batch": batch,
-                    "lr_scaling": "linear"})
-    if warmup_updates == 0:
-        return peak
-    schedule = schedules.linear_warmup(peak, warmup_updates, peak / base_lr)
-    return float(schedule(update))
-
-
-def _diagnose_lr(case: tuple[float, int, int, int], updates: list[int], got: list[float]) -> str:
-    """A hint: which typical mistake reproduces ALL the learner's rates of this case."""
-    base_lr, base_batch, batch, warmup = case
-    peak, root = base_lr * batch / base_batch, base_lr * math.sqrt(batch / base_batch)
-
-    def ramp(u: int, shift: int = 1) -> float:
-        return min(u + shift, warmup) / warmup if warmup else 1.0
-
-    mistakes: list[tuple[Callable[[int], float], str]] = [
-        (lambda u: base_lr, "the rate never grows: scale base_lr by batch / base_batch (linear scaling rule)"),
-        (lambda u: peak, "the rate must not jump to the scaled value at once: ramp up to it over warmup_updates "
-                         "updates, starting from base_lr"),
-        (lambda u: base_lr + (root - base_lr) * ramp(u),
-         "this notebook's SGD recipe scales linearly (× batch / base_batch), not by the square root"),
-        (lambda u: peak * ramp(u), "the ramp starts from the small-batch rate base_lr, not from 0: the small "
-                                   "batch was already stable at that rate"),
-        (lambda u: base_lr + (peak - base_lr) * ramp(u, shift=0),
-         "update 0 is the first update and already takes one step of the ramp: at update u the ramp has done "
-         "min(u + 1, warmup_updates) / warmup_updates of its way"),
-    ]
-    for wrong, hint in mistakes:
-        if all(math.isclose(g, wrong(u), rel_tol=1e-4) for u, g in zip(updates, got)):
-            return hint
-    return ("the rate is base_lr + (base_lr × batch / base_batch − base_lr) × min(u + 1, warmup_updates) / "
-            "warmup_updates, and base_lr × batch / base_batch without warm-up")
-
-
-def check_lr_schedule(learning_rate: Callable[..., Any]) -> bool:
-    """Print and return whether the learner's ``learning_rate`` matches the course's schedule.
-
-    Args:
-        learning_rate: ``learning_rate(update, *, base_lr, base_batch, batch, warmup_updates)``.
-
-    Returns:
-        True when every checked update agrees (relative 1e-5); a function that raises
-        ``NotImplementedError`` (the placeholder) is "not attempted yet" and returns False.
-
-    Introduced in notebooks/04_large_batch.ipynb.
-    """
-    for base_lr, base_batch, batch, warmup, updates in LR_CASES:
-        settings: dict[str, Any] = {"base_lr": base_lr, "base_batch": base_batch, "batch": batch,
-                                    "warmup_updates": warmup}
-        got: list[float] = []
-        for update in updates:
-            ran, value = _learner_call(LR_KEY, learning_rate, update, **settings, what="function",
-                                       placeholder="not attempted yet — write my_learning_rate in the cell above "
-                                       "and run both cells.")
-            if not ran:
-                return False
-            try:
-                got.append(float(value))
-            except (TypeError, ValueError):
-                print(f"[{LR_KEY}] not yet: return a number (the learning rate), got {value!r}.")
-                return False
-        expected = [reference_rate(update, **settings) for update in updates]
-        wrong = [(u, g) for u, g, e in zip(updates, got, expected) if not math.isclose(g, e, rel_tol=1e-5)]
-        if wrong:
-            update, value = wrong[0]
-            print(f"[{LR_KEY}] not yet: base_lr {base_lr}, batch {base_batch} -> {batch}, warmup_updates {warmup}: "
-                  f"at update {update} your rate is {value:.6g}. "
-                  f"Hint: {_diagnose_lr((base_lr, base_batch, batch, warmup), updates, got)}.")
-            return False
-    checked = sum(len(case[-1]) for case in LR_CASES)
-    print(f"[{LR_KEY}] correct: your schedule gives the course's rate at all {checked} updates checked.")
-    return True
+                    return wrong(key, f"with {workers} workers and arrays of {length}, worker {w} is wrong at "
+                                 f"positions {bad}.", "trace N = 3 by hand: which chunk is finished on each worker "
+                                 "after the reduce-scatter, which one does it send first, and does the receiver add "
+                                 "it or keep it")
+    return right(key, "every worker holds the sum, for 2 to 5 workers and uneven chunks")

@@ -8,7 +8,8 @@ and a learner who opens this file in the lab reads the method, not the number. A
 not a formula (a choice, a word) are compared as a salted sha256 of the normalised text.
 
 A notebook's exercise cell sets ``answer = ...`` and the next cell calls :func:`check`; it prints
-whether the answer is right, a hint when it is not, and returns the verdict. Whole-number answers
+whether the answer is right, a hint when it is not, and returns the verdict, the one way every self-check
+does (:mod:`course_lib.lessons.selfcheck`). Whole-number answers
 must be exact; real answers within 0.1 % (a rounded answer passes, a 1 % slip does not).
 Instructors find worked solutions in ``instructor/solutions/`` (refused by the learners' lab);
 ``tests/test_exercises.py`` proves each checker accepts them and rejects near misses.
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from course_lib.lessons import concepts
+from course_lib.lessons.selfcheck import right, waiting, wrong
 from course_lib.lessons.coding_checks import check_horovod_run, check_replica_step, check_ring_allreduce, steps_shown
 from course_lib.lessons.trials import peak_lr
 from course_lib.training import epochs
@@ -163,16 +165,17 @@ def _updates_ratio(growth: int) -> int:
 EXERCISES: dict[str, Exercise] = {exercise.key: exercise for exercise in [
     Exercise("00.global_batch", "MirroredStrategy with {replicas} replicas and a per-replica batch of "
              "{per_replica_batch}: what is the global batch?", {"per_replica_batch": 64, "replicas": 4}, "integer",
-             "the global batch is per-replica batch × number of replicas", _global_batch),
+             "how many images does ONE step process, counting every replica", _global_batch),
     Exercise("00.steps", "{train_size} training images, global batch {per_worker_batch}, last partial batch "
              "kept: steps in one epoch?", {"train_size": 60_000, "per_worker_batch": 256}, "integer",
-             "ceil({train_size} / {per_worker_batch})", _steps),
+             "the last, partial batch is kept: does it count as a step", _steps),
     Exercise("01.ring_bytes", "Ring all-reduce of a {gradient_mb} MB gradient over {workers} workers: MB sent "
              "by each worker?", {"gradient_mb": 4.0, "workers": 8}, "real",
-             "each worker sends 2 (N - 1) / N × the gradient size", _ring_mb),
+             "count what one worker sends in the reduce-scatter and in the all-gather, "
+             "chunk by chunk, and add the two phases", _ring_mb),
     Exercise("01.efficiency", "1 device: {single_rate} img/s; {devices} devices: {multi_rate} img/s. Scaling "
              "efficiency (0..1)?", {"single_rate": 1000.0, "devices": 4, "multi_rate": 3000.0}, "real",
-             "efficiency = T_N / (N × T_1)", _efficiency),
+             "compare the N-device rate with N perfect copies of the one-device rate", _efficiency),
     Exercise("01.trap", "An epoch ran {steps} steps of global batch {global_batch} in {seconds} s ({train_size} "
              "images in the data set). True images/s?",
              {"steps": 58, "global_batch": 1024, "seconds": 10.0, "train_size": 60_000}, "real",
@@ -180,20 +183,22 @@ EXERCISES: dict[str, Exercise] = {exercise.key: exercise for exercise in [
     Exercise("02.loss_scale", "Custom loop, {replicas} replicas, per-replica batch {per_replica_batch}: by what "
              "number must each replica divide its SUM of per-example losses?",
              {"per_replica_batch": 32, "replicas": 2}, "integer",
-             "divide by the GLOBAL batch, so the all-reduced sum is the mean over all replicas", _global_batch),
+             "the all-reduce SUMS the replicas' gradients: which divisor makes that sum the mean "
+             "over all the images of the step", _global_batch),
     Exercise("02.replicas_steps", "Going from 1 to {replicas} replicas at a fixed per-replica batch of "
              "{per_replica_batch} on {train_size} images: steps per epoch with {replicas} replicas?",
              {"train_size": 60_000, "per_replica_batch": 64, "replicas": 2}, "integer",
-             "ceil({train_size} / ({per_replica_batch} × {replicas}))", _replica_steps),
+             "how many images does one step take with {replicas} replicas, and does the partial last "
+             "batch count", _replica_steps),
     Exercise("03.epochs", "horovodrun -np {workers}, per-worker batch {per_worker_batch}, {train_size} images: "
              "steps per epoch on each worker?", {"train_size": 60_000, "per_worker_batch": 32, "workers": 4},
-             "integer", "one epoch = one pass over the data by all workers together: "
-             "ceil({train_size} / ({per_worker_batch} × {workers}))", _steps),
+             "integer", "one epoch is one pass over the data by all workers together, "
+             "each on its own shard; the partial last batch counts", _steps),
     Exercise("03.scaled_lr", "Base learning rate {base_lr} for one worker; linear scaling rule with {workers} "
              "workers: learning rate?", {"base_lr": 0.001, "workers": 8}, "real",
-             "multiply by the number of workers (hvd.size())", _scaled_lr),
+             "by what factor did the global batch grow", _scaled_lr),
     Exercise("04.steps_ratio", "Same epochs, {growth}× larger global batch: how many times fewer optimizer "
-             "steps?", {"growth": 8}, "integer", "steps per epoch = data size / global batch", _updates_ratio),
+             "steps?", {"growth": 8}, "integer", "how does the number of steps in one epoch depend on the global batch", _updates_ratio),
 ]}
 
 
@@ -214,10 +219,7 @@ def check(key: str, answer: Any) -> bool:
         raise KeyError(f"no exercise {key!r}; known: {', '.join(sorted(EXERCISES))}")
     exercise = EXERCISES[key]
     if answer is None:
-        print(f"[{key}] not answered yet — set `answer` in the cell above and run both cells.")
-        return False
+        return waiting(key)
     if exercise.accepts(answer):
-        print(f"[{key}] correct.")
-        return True
-    print(f"[{key}] not yet: {answer!r} is not right. Hint: {exercise.hint}.")
-    return False
+        return right(key)
+    return wrong(key, f"{answer!r} is not right.", exercise.hint)
