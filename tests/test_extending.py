@@ -29,7 +29,7 @@ NAME = "99_throwaway"
 KEY = "99.first"
 
 # What the scratch course holds: what the tools and tests below read, and what the learner edition copies.
-COPIED = ["course_lib", "source_code", "requirements", "pyproject.toml", "environment.yml", "docs/architecture.md",
+COPIED = ["course_lib", "source_code", "cluster", "requirements", "pyproject.toml", "environment.yml", "docs/architecture.md",
           "tools", "instructor/solutions", "notebooks/conftest.py", "notebooks/sanitize.cfg",
           "notebooks/stderr_allow.txt", "tests/test_notebooks_lint.py", "tests/test_exercises.py"]
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
