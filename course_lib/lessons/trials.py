@@ -17,6 +17,7 @@ Introduced in notebooks/04_large_batch.ipynb.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from typing import Any, Mapping, NamedTuple
@@ -159,15 +160,24 @@ def train_trial(settings: Mapping[str, Any], seed: int, split: Split, *, epochs:
     train = pipeline.make_epochs_dataset(split.x_train, split.y_train, batch_size=batch, seed=seed,
                                          num_workers=1, worker_index=0, first_epoch=0,
                                          last_epoch=epochs)
-    started = time.perf_counter()
-    model.fit(train, epochs=epochs, steps_per_epoch=per_epoch, verbose=0,
-              callbacks=[callbacks.ReseedDropout(seed), Validate()])
-    train_s = time.perf_counter() - started
-    test_loss = test_accuracy = None
-    if test:
-        test_set = pipeline.make_dataset(split.x_test, split.y_test, batch_size=eval_batch,
-                                         training=False)
-        test_loss, test_accuracy = (float(v) for v in model.evaluate(test_set, verbose=0))
+    # TensorFlow's logger warns when a callback's batch-end time exceeds the batch time (a validation
+    # check does, by design) and when a model's functions are traced again (every run builds a new
+    # model): how often follows the machine's timing, so it is quiet here (errors still show).
+    tf_logger = logging.getLogger("tensorflow")
+    level = tf_logger.level
+    tf_logger.setLevel(logging.ERROR)
+    try:
+        started = time.perf_counter()
+        model.fit(train, epochs=epochs, steps_per_epoch=per_epoch, verbose=0,
+                  callbacks=[callbacks.ReseedDropout(seed), Validate()])
+        train_s = time.perf_counter() - started
+        test_loss = test_accuracy = None
+        if test:
+            test_set = pipeline.make_dataset(split.x_test, split.y_test, batch_size=eval_batch,
+                                             training=False)
+            test_loss, test_accuracy = (float(v) for v in model.evaluate(test_set, verbose=0))
+    finally:
+        tf_logger.setLevel(level)
     return {"seed": seed, "epochs": epochs, "updates": int(model.optimizer.iterations.numpy()), "val_curve": curve,
             "val_accuracy": curve[-1][1], "loss_curve": losses, "epoch_s": epoch_s,
             "test_accuracy": test_accuracy,
