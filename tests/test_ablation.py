@@ -210,6 +210,75 @@ def test_plot_curves_has_two_panels() -> None:
     assert len(fig.axes[0].lines) == 4  # three configurations + target line
 
 
+def test_grid_edge_says_where_a_tuned_value_sits() -> None:
+    assert ablation.grid_edge(0.5, [0, 0.25, 0.5, 1]) is None
+    assert ablation.grid_edge(1, [0, 0.25, 0.5, 1]) == "high"
+    assert ablation.grid_edge(0.002, [0.002, 0.008]) == "low"
+    assert ablation.grid_edge(0, [0, 0.25, 0.5], floor=0) is None     # 0 warm-up: nothing below it
+    assert ablation.grid_edge(0, [0, 0.25, 0.5]) == "low"
+    with pytest.raises(ValueError, match="not one of"):
+        ablation.grid_edge(0.3, [0, 0.25])
+
+
+def test_gap_verdict_flips_with_the_interval() -> None:
+    assert ablation.gap_verdict(0.002, 0.005, 0.01) == "within"
+    assert ablation.gap_verdict(0.04, 0.02, 0.01) == "not within"
+    assert ablation.gap_verdict(0.01, 0.02, 0.01) == "cannot tell"
+
+
+def test_seeds_needed_follows_the_t_interval() -> None:
+    # spread 3.4 points: t(6) * 3.4 / sqrt(7) = 3.30 > 3, t(7) * 3.4 / sqrt(8) = 2.84 <= 3
+    assert ablation.seeds_needed(0.034, 0.03) == 8
+    assert ablation.seeds_needed(0.0124, 0.03) == 4   # t(2) * 1.24 / sqrt(3) = 3.08 > 3
+    assert ablation.seeds_needed(0.0, 0.03) == 2
+    assert ablation.seeds_needed(1.0, 0.01, most=10) is None
+    with pytest.raises(ValueError, match="spread"):
+        ablation.seeds_needed(0.01, 0.0)
+
+
+def _curves(reach: list[int], updates: int) -> list[dict]:
+    """Trials whose validation first reaches 0.8 after ``reach[seed]`` updates (checks every update)."""
+    return [{"seed": seed, "val_curve": [(u, 0.9 if u >= r else 0.5) for u in range(1, updates + 1)]}
+            for seed, r in enumerate(reach)]
+
+
+def test_images_ratio_pairs_seeds() -> None:
+    small, large = _curves([96, 96, 48], 192), _curves([12, 6, 6], 24)
+    mean, half = ablation.images_ratio(large, small, 128, 16, 0.8)
+    # per seed: 12*128/(96*16) = 1.0, 6*128/(96*16) = 0.5, 6*128/(48*16) = 1.0
+    assert mean == pytest.approx(2.5 / 3)
+    assert half > 0
+    assert ablation.images_ratio(_curves([12, 30], 24), small[:2], 128, 16, 0.8) is None   # never reached
+
+
+def test_time_to_target_winner_can_come_out_each_way() -> None:
+    assert ablation.time_to_target_winner((0.8, 0.1), (1.4, 0.2)) == "large batch"
+    assert ablation.time_to_target_winner((2.0, 0.1), (1.4, 0.2)) == "small batch"
+    assert ablation.time_to_target_winner((1.3, 0.1), (1.4, 0.2)) == "cannot tell"
+    assert ablation.time_to_target_winner((1.3, math.nan), (1.6, 0.2)) == "large batch"   # one seed: no spread
+    assert ablation.time_to_target_winner(None, (9.0, 0.1)) == "small batch"              # never reached
+
+
+def test_explain_claims_a_mechanism_only_when_the_rung_measured_better() -> None:
+    assert ablation.explain("better", "the ramp helps") == "the ramp helps"
+    assert ablation.explain("worse", "the ramp helps") == "proposed: the ramp helps; not shown here (worse)"
+    assert "not shown" in ablation.explain("cannot tell", "the ramp helps")
+
+
+def test_the_verdicts_of_04_can_come_out_the_other_way() -> None:
+    """Fed numbers where they must flip: the gap within / not within, beats naive or not."""
+    base = _trials([0.80, 0.81, 0.82])
+    close, far = _trials([0.80, 0.805, 0.82]), _trials([0.70, 0.72, 0.71])
+    gap, half = ablation.paired_difference(base, close)
+    assert ablation.gap_verdict(gap, half, 0.01) == "within" and half <= 0.03
+    gap, half = ablation.paired_difference(base, far)
+    assert ablation.gap_verdict(gap, half, 0.01) == "not within"
+    naive = _trials([0.60, 0.62, 0.61])
+    assert ablation.decide(*ablation.paired_difference(close, naive)) == "above"
+    assert ablation.decide(*ablation.paired_difference(naive, close)) == "below"
+    assert ablation.decide(*ablation.paired_difference(_trials([0.61, 0.60, 0.62]), naive)) == "cannot tell"
+
+
 def test_import_does_not_start_tensorflow() -> None:
     code = "import sys, course_lib.lessons.ablation; print('tensorflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -262,3 +331,11 @@ def test_train_trial_records_losses_epoch_times_and_can_skip_the_test_set() -> N
     assert all(t > 0 for t in trial["epoch_s"]) and sum(trial["epoch_s"]) <= trial["train_s"]
     with pytest.raises(ValueError, match="does not divide"):
         trials.train_trial({**settings, "batch": 48}, 0, poisoned, epochs=1, test=False)
+    # Checks inside an epoch resolve the curve finer and change nothing else (predict, not evaluate,
+    # so the training loss fit averages is not reset).
+    fine = trials.train_trial(settings, 0, poisoned, epochs=2, test=False, checks_per_epoch=2)
+    assert [u for u, _ in fine["val_curve"]] == [1, 2, 3, 4] and fine["epochs"] == 2
+    assert [a for _, a in fine["val_curve"][1::2]] == pytest.approx([a for _, a in trial["val_curve"]])
+    assert fine["loss_curve"] == pytest.approx(trial["loss_curve"])
+    with pytest.raises(ValueError, match="checks_per_epoch"):
+        trials.train_trial(settings, 0, poisoned, epochs=1, test=False, checks_per_epoch=3)

@@ -11,15 +11,17 @@ Introduced in notebooks/04_large_batch.ipynb.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from course_lib.training.stats import CANNOT_TELL, ci_verdict, mean_ci95
+from course_lib.training.stats import CANNOT_TELL, ci_verdict, interval_verdict, mean_ci95, t_critical_95
 
 __all__ = ["Config", "changes", "emulation", "updates_to_target", "target_from_baseline",
-           "plateau_reductions", "pick_on_validation", "paired_difference", "decide", "seed_table",
+           "plateau_reductions", "pick_on_validation", "grid_edge", "paired_difference", "decide",
+           "gap_verdict", "seeds_needed", "images_ratio", "time_to_target_winner", "explain", "seed_table",
            "ladder_table", "plot_curves"]
 
 
@@ -99,7 +101,7 @@ def updates_to_target(curve: Sequence[tuple[int, float]], target: float) -> int 
     """Updates done when the validation accuracy first reached ``target`` (``None``: never).
 
     Args:
-        curve: ``[(updates, accuracy), ...]`` in order (one point per epoch).
+        curve: ``[(updates, accuracy), ...]`` in order (one point per validation check).
         target: Accuracy in 0..1, fixed before the runs.
 
     Raises:
@@ -179,6 +181,24 @@ def pick_on_validation(results: Mapping[Any, Sequence[Mapping[str, Any]]]) -> tu
     return best, pd.DataFrame(rows).set_index("candidate")
 
 
+def grid_edge(chosen: float, candidates: Sequence[float], floor: float | None = None) -> str | None:
+    """Where a tuned value sits in its grid: ``"low"`` or ``"high"`` edge, ``None`` inside it.
+
+    A value at an edge means the best may lie beyond the grid (extend it there); the lower edge is
+    no such sign when it equals ``floor``, a value nothing can go below (a warm-up of 0 updates).
+
+    Raises:
+        ValueError: ``chosen`` is not one of ``candidates``.
+    """
+    if chosen not in candidates:
+        raise ValueError(f"{chosen!r} is not one of the candidates {list(candidates)}")
+    if len(candidates) > 1 and chosen == max(candidates):
+        return "high"
+    if chosen == min(candidates) and chosen != floor:
+        return "low"
+    return None
+
+
 def paired_difference(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]],
                       key: str = "test_accuracy") -> tuple[float, float]:
     """Mean of ``a[key] - b[key]`` over the seeds both ran, and its 95 % CI half-width.
@@ -197,6 +217,82 @@ def decide(mean: float, half: float, threshold: float = 0.0) -> str:
     """``"above"`` when the CI ``mean ± half`` lies above ``threshold``, ``"below"`` when below,
     ``"cannot tell"`` when it contains it (:func:`course_lib.training.stats.ci_verdict` in words)."""
     return {True: "above", False: "below", None: CANNOT_TELL}[ci_verdict(mean, half, threshold)]
+
+
+def gap_verdict(gap: float, half: float, tolerance: float) -> str:
+    """Is the recipe's gap to the baseline (baseline minus recipe) within ``tolerance``?
+
+    ``"within"`` when the whole CI ``gap ± half`` lies below the tolerance, ``"not within"`` when it lies
+    above, ``"cannot tell"`` when it contains it.
+    """
+    return {"below": "within", "above": "not within", CANNOT_TELL: CANNOT_TELL}[decide(gap, half, tolerance)]
+
+
+def seeds_needed(spread: float, half_width: float, most: int = 100) -> int | None:
+    """The fewest seeds whose 95 % CI half-width, ``t(n-1) × spread / sqrt(n)``, is at most ``half_width``.
+
+    Args:
+        spread: Standard deviation of the per-seed paired differences (from a pilot).
+        half_width: The half-width the comparison needs.
+        most: Seeds beyond which the answer is ``None`` (this design cannot do it).
+
+    Raises:
+        ValueError: ``spread`` negative or ``half_width`` not positive.
+    """
+    if spread < 0 or half_width <= 0:
+        raise ValueError(f"need spread >= 0 and half_width > 0, got {spread} and {half_width}")
+    return next((n for n in range(2, most + 1) if t_critical_95(n - 1) * spread / math.sqrt(n) <= half_width),
+                None)
+
+
+def images_ratio(large: Sequence[Mapping[str, Any]], small: Sequence[Mapping[str, Any]], large_batch: int,
+                 small_batch: int, target: float) -> tuple[float, float] | None:
+    """Images the large batch needs to reach ``target`` over those the small batch needs, seed by seed.
+
+    Returns:
+        Mean ± 95 % CI half-width of the per-seed ratio (NaN half-width for one seed), or ``None`` when
+        a run of either row never reached the target.
+    """
+    by_seed = {t["seed"]: updates_to_target(t["val_curve"], target) for t in small}
+    ratios = []
+    for trial in large:
+        if trial["seed"] not in by_seed:
+            continue
+        reach_large, reach_small = updates_to_target(trial["val_curve"], target), by_seed[trial["seed"]]
+        if reach_large is None or reach_small is None:
+            return None
+        ratios.append(reach_large * large_batch / (reach_small * small_batch))
+    if not ratios:
+        raise ValueError("the two rows have no seed in common")
+    return mean_ci95(ratios)
+
+
+def time_to_target_winner(images: tuple[float, float] | None, speed: tuple[float, float]) -> str:
+    """Which batch reaches the target first in time, from the images it needs and the images/s it runs.
+
+    The large batch needs ``images`` × the small batch's images (mean, CI half-width) and processes
+    ``speed`` × its images per second (mean, CI half-width), so it is first when the images ratio is
+    below the speed ratio. Both intervals must be apart for a winner.
+
+    Returns:
+        ``"large batch"``, ``"small batch"`` or ``"cannot tell"`` (``"small batch"`` when the large batch
+        never reached the target: ``images`` is ``None``).
+    """
+    if images is None:
+        return "small batch"
+    (ratio, ratio_half), (rate, rate_half) = images, speed
+    ratio_half, rate_half = (0.0 if math.isnan(h) else h for h in (ratio_half, rate_half))
+    first = interval_verdict(ratio - ratio_half - (rate + rate_half), ratio + ratio_half - (rate - rate_half),
+                             0.0)
+    return {True: "small batch", False: "large batch", None: CANNOT_TELL}[first]
+
+
+def explain(verdict: str, mechanism: str) -> str:
+    """The reason a summary gives for a rung: its mechanism when the rung measured ``"better"``, and only
+    the proposal, marked as not shown, when it did not."""
+    if verdict == "better":
+        return mechanism
+    return f"proposed: {mechanism}; not shown here ({verdict})"
 
 
 def seed_table(configs: Sequence[Config], runs: Mapping[str, Sequence[Mapping[str, Any]]],
@@ -268,7 +364,9 @@ def plot_curves(configs: Sequence[Config], runs: Mapping[str, Sequence[Mapping[s
     for name in names:
         curves = [t["val_curve"] for t in runs[name]]
         means = [sum(c[i][1] for c in curves) / len(curves) for i in range(len(curves[0]))]
-        seen = [images_per_epoch * (i + 1) for i in range(len(means))]
+        first = runs[name][0]   # images seen at a check: its updates x the images of one update
+        per_update = images_per_epoch * first.get("epochs", len(curves[0])) / first["updates"]
+        seen = [updates * per_update for updates, _ in curves[0]]
         curve_ax.plot(seen, means, marker="o", label=name)
     if target is not None:
         curve_ax.axhline(target, color="grey", linestyle="--", label=f"target {target:.2f}")
@@ -279,7 +377,7 @@ def plot_curves(configs: Sequence[Config], runs: Mapping[str, Sequence[Mapping[s
                     capsize=4)
     bar_ax.set_yticks(range(len(names)), names)
     bar_ax.invert_yaxis()
-    bar_ax.set(xlabel="test accuracy (10 000 images), mean ± 95 % CI over seeds")
+    bar_ax.set(xlabel="test accuracy, mean ± 95 % CI over seeds")
     for ax in (curve_ax, bar_ax):
         ax.grid(alpha=0.3)
     fig.suptitle(title)

@@ -17,6 +17,7 @@ Introduced in notebooks/04_large_batch.ipynb.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from typing import Any, Mapping, NamedTuple
@@ -79,8 +80,9 @@ def peak_lr(settings: Mapping[str, Any]) -> float:
 
 
 def train_trial(settings: Mapping[str, Any], seed: int, split: Split, *, epochs: int,
-                eval_batch: int = 1000, test: bool = True) -> dict[str, Any]:
-    """Train one configuration with one seed; validate after every epoch, test once at the end.
+                eval_batch: int = 1000, test: bool = True, checks_per_epoch: int = 1) -> dict[str, Any]:
+    """Train one configuration with one seed; validate ``checks_per_epoch`` times an epoch, test once
+    at the end.
 
     Args:
         settings: See the module docstring.
@@ -90,16 +92,19 @@ def train_trial(settings: Mapping[str, Any], seed: int, split: Split, *, epochs:
         eval_batch: Batch of the evaluations.
         test: Evaluate on the test set at the end; tuning runs pass ``False`` (they must not read
             it, and skipping it saves the largest evaluation).
+        checks_per_epoch: Validations per epoch, at equal fractions of it (after the same number of
+            training images in every row, so updates-to-target is resolved finer than an epoch); it
+            must divide the updates of an epoch.
 
     Returns:
-        ``{"seed", "updates", "val_curve": [(updates, val_accuracy) per epoch], "val_accuracy",
+        ``{"seed", "epochs", "updates", "val_curve": [(updates, val_accuracy) per check], "val_accuracy",
         "loss_curve": [training loss per epoch], "epoch_s": [training seconds per epoch, validation
         excluded; the first includes tracing], "test_accuracy", "test_loss", "lr", "train_s"}``
         (the test values are ``None`` when ``test`` is False).
 
     Raises:
         ValueError: ``batch`` does not divide the training images (every update must see a full
-            batch), or bad settings.
+            batch), ``checks_per_epoch`` does not divide the updates of an epoch, or bad settings.
 
     Introduced in notebooks/04_large_batch.ipynb.
     """
@@ -113,6 +118,10 @@ def train_trial(settings: Mapping[str, Any], seed: int, split: Split, *, epochs:
         raise ValueError(f"batch {batch} does not divide the {n} training images; choose a "
                          "training size that is a multiple of every batch")
     per_epoch, lr = n // batch, peak_lr(settings)
+    if checks_per_epoch < 1 or per_epoch % checks_per_epoch:
+        raise ValueError(f"checks_per_epoch {checks_per_epoch} must be >= 1 and divide the {per_epoch} "
+                         f"updates of an epoch at batch {batch}")
+    every = per_epoch // checks_per_epoch
     warmup = round(float(settings.get("warmup_epochs", 0)) * per_epoch)
     rate = (schedules.linear_warmup(lr, warmup, lr / float(settings["base_lr"])) if warmup
             else lr)
@@ -128,26 +137,48 @@ def train_trial(settings: Mapping[str, Any], seed: int, split: Split, *, epochs:
     class Validate(keras.callbacks.Callback):
         def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
             self.started = time.perf_counter()
+            self.paused = 0.0   # seconds spent validating inside this epoch (not training)
+
+        def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+            if (batch + 1) % every == 0 and batch + 1 < per_epoch:
+                started = time.perf_counter()
+                self.check()
+                self.paused += time.perf_counter() - started
 
         def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
-            epoch_s.append(time.perf_counter() - self.started)   # training only, before validating
+            # training only: the checks inside the epoch and the one below are excluded
+            epoch_s.append(time.perf_counter() - self.started - self.paused)
             losses.append(float((logs or {}).get("loss", math.nan)))
-            accuracy = self.model.evaluate(val, verbose=0)[1]
-            curve.append((int(self.model.optimizer.iterations.numpy()), float(accuracy)))
+            self.check()
+
+        def check(self) -> None:
+            # predict, not evaluate: evaluate would reset the training loss that fit is averaging
+            logits = self.model.predict(val, verbose=0)
+            accuracy = float(np.mean(np.argmax(logits, axis=1) == split.y_val))
+            curve.append((int(self.model.optimizer.iterations.numpy()), accuracy))
 
     train = pipeline.make_epochs_dataset(split.x_train, split.y_train, batch_size=batch, seed=seed,
                                          num_workers=1, worker_index=0, first_epoch=0,
                                          last_epoch=epochs)
-    started = time.perf_counter()
-    model.fit(train, epochs=epochs, steps_per_epoch=per_epoch, verbose=0,
-              callbacks=[callbacks.ReseedDropout(seed), Validate()])
-    train_s = time.perf_counter() - started
-    test_loss = test_accuracy = None
-    if test:
-        test_set = pipeline.make_dataset(split.x_test, split.y_test, batch_size=eval_batch,
-                                         training=False)
-        test_loss, test_accuracy = (float(v) for v in model.evaluate(test_set, verbose=0))
-    return {"seed": seed, "updates": int(model.optimizer.iterations.numpy()), "val_curve": curve,
+    # TensorFlow's logger warns when a callback's batch-end time exceeds the batch time (a validation
+    # check does, by design) and when a model's functions are traced again (every run builds a new
+    # model): how often follows the machine's timing, so it is quiet here (errors still show).
+    tf_logger = logging.getLogger("tensorflow")
+    level = tf_logger.level
+    tf_logger.setLevel(logging.ERROR)
+    try:
+        started = time.perf_counter()
+        model.fit(train, epochs=epochs, steps_per_epoch=per_epoch, verbose=0,
+                  callbacks=[callbacks.ReseedDropout(seed), Validate()])
+        train_s = time.perf_counter() - started
+        test_loss = test_accuracy = None
+        if test:
+            test_set = pipeline.make_dataset(split.x_test, split.y_test, batch_size=eval_batch,
+                                             training=False)
+            test_loss, test_accuracy = (float(v) for v in model.evaluate(test_set, verbose=0))
+    finally:
+        tf_logger.setLevel(level)
+    return {"seed": seed, "epochs": epochs, "updates": int(model.optimizer.iterations.numpy()), "val_curve": curve,
             "val_accuracy": curve[-1][1], "loss_curve": losses, "epoch_s": epoch_s,
             "test_accuracy": test_accuracy,
             "test_loss": test_loss, "lr": lr, "train_s": train_s}
