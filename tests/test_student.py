@@ -245,8 +245,11 @@ def test_learner_makefile_is_made_from_the_shared_part(edition: Path) -> None:
 
 @pytest.mark.parametrize("makefile, profile", [("Makefile", "full"), ("tools/learner.mk", "learner")])
 def test_setup_profile_of_each_makefile(makefile: str, profile: str) -> None:
-    done = subprocess.run(["make", "-n", "-f", makefile, "setup", "doctor", "lab"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60)
+    # Under `make test` this is a sub-make: without --no-print-directory and the parent's MAKE* variables it
+    # would print "make[1]: Entering directory" (seen in the fresh-clone CI run).
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")}
+    done = subprocess.run(["make", "--no-print-directory", "-n", "-f", makefile, "setup", "doctor", "lab"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == f"COURSE_PROFILE={profile} bash tools/setup.sh", lines
