@@ -160,8 +160,8 @@ def _write_notebook(path: Path, nb: nbformat.NotebookNode) -> None:
     atomic_write_text(path, nbformat.writes(nb) + "\n")  # the same form as tools/run_notebooks.py writes
 
 
-def stale(root: Path = ROOT) -> list[str]:
-    """Files whose generated block is missing or differs from ``notebooks/run_times.json``."""
+def _regenerate(root: Path, *, write: bool) -> list[str]:
+    """The files whose generated block is missing or differs from the record; rewritten when ``write``."""
     notebooks = load(root)
     found = []
     for doc in DOCS:
@@ -169,7 +169,13 @@ def stale(root: Path = ROOT) -> list[str]:
         if not path.exists():
             continue
         text = path.read_text()
-        if BLOCK.search(text) is None or with_block(text, table(notebooks, root), append=False) != text:
+        new = with_block(text, table(notebooks, root), append=False)
+        if new != text:
+            if write and new is None:
+                raise ValueError(f"{doc} has no run-times block: put the two marker lines where the table goes\n"
+                                 f"{BEGIN}\n{END}")
+            if write and new is not None:
+                atomic_write_text(path, new)
             found.append(str(doc))
     for name, entry in notebooks.items():
         path = root / "notebooks" / f"{name}.ipynb"
@@ -177,35 +183,20 @@ def stale(root: Path = ROOT) -> list[str]:
             continue
         nb = nbformat.read(path, as_version=4)
         if set_notebook_block(nb, entry):
+            if write:
+                _write_notebook(path, nb)
             found.append(f"notebooks/{name}.ipynb")
     return found
 
 
+def stale(root: Path = ROOT) -> list[str]:
+    """Files whose generated block is missing or differs from ``notebooks/run_times.json``."""
+    return _regenerate(root, write=False)
+
+
 def apply(root: Path = ROOT) -> list[str]:
     """Rewrite every generated block from ``notebooks/run_times.json``; returns the files changed."""
-    notebooks = load(root)
-    changed = []
-    for doc in DOCS:
-        path = root / doc
-        if not path.exists():
-            continue
-        text = path.read_text()
-        new = with_block(text, table(notebooks, root), append=False)
-        if new is None:
-            raise ValueError(f"{doc} has no run-times block: put the two marker lines where the table goes\n"
-                             f"{BEGIN}\n{END}")
-        if new != text:
-            atomic_write_text(path, new)
-            changed.append(str(doc))
-    for name, entry in notebooks.items():
-        path = root / "notebooks" / f"{name}.ipynb"
-        if not path.exists():
-            continue
-        nb = nbformat.read(path, as_version=4)
-        if set_notebook_block(nb, entry):
-            _write_notebook(path, nb)
-            changed.append(f"notebooks/{name}.ipynb")
-    return changed
+    return _regenerate(root, write=True)
 
 
 def main(argv: list[str] | None = None) -> int:
