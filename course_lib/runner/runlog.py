@@ -17,18 +17,18 @@ from dataclasses import dataclass, field
 
 __all__ = ["RunResult", "parse_line", "split_interleaved"]
 
+_ASCTIME = r"(?:\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})?"  # optional (Gloo's --prefix-output-with-timestamp)
+_STREAMS = r"stdout|stderr|stddiag"
 _PREFIX = re.compile(
-    r"^(?:\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})?"  # optional asctime (Gloo)
-    r"\[(?:(?P<job>\d+),)?(?P<rank>\d+)\]<(?P<stream>stdout|stderr|stddiag)>:(?P<text>.*)$"
+    rf"^{_ASCTIME}\[(?:(?P<job>\d+),)?(?P<rank>\d+)\]<(?P<stream>{_STREAMS})>:(?P<text>.*)$"
 )
-_PREFIX_AFTER_CR = re.compile(r"\r(?:\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})?\[(?:\d+,)?\d+\]<(?:stdout|stderr|stddiag)>:")
+_PREFIX_AFTER_CR = re.compile(rf"\r{_ASCTIME}\[(?:\d+,)?\d+\]<(?:{_STREAMS})>:")
+#: A "\r" followed by a Gloo rank prefix (lookahead: the prefix stays with the piece it starts).
+_GLOO_TAG_AFTER_CR = re.compile(rf"\r(?={_ASCTIME}\[(\d+)\]<({_STREAMS})>:)")
 # horovodrun's own report of a failed rank (Gloo) and mpirun's (MPI).
 _RUNNER_FAILED = re.compile(r"^\s*Process name:\s*(?:(\d+)|\[\[\d+,\d+\],(\d+)\])\s*$")
 _COLLATERAL = "Horovod has been shut down"
 _TRACEBACK = "Traceback (most recent call last)"
-
-
-_GLOO_TAG_AFTER_CR = re.compile(r"\r(?=(?:\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})?\[(\d+)\]<(stdout|stderr|stddiag)>:)")
 
 
 def split_interleaved(line: str) -> list[str]:
