@@ -369,18 +369,14 @@ def time_notebooks(python: str) -> tuple[float | None, int | None, str]:
 
 
 def stack_name(python: str) -> str:
-    """``Python 3.11.7, TensorFlow 2.15.1, Horovod 0.28.1`` of an interpreter (its own report)."""
-    code = ("import sys, importlib.metadata as m\n"
-            "def v(*names):\n"
-            "    for n in names:\n"
-            "        try:\n"
-            "            return m.version(n)\n"
-            "        except m.PackageNotFoundError:\n"
-            "            pass\n"
-            "    return '?'\n"
-            "print(f'Python {sys.version.split()[0]}, TensorFlow {v(\"tensorflow\", \"tensorflow-cpu\")}, '\n"
-            "      f'Horovod {v(\"horovod\")}')")
-    proc = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    """``Python 3.11.7, TensorFlow 2.15.1, Horovod 0.28.1`` of an interpreter, read by that interpreter with
+    the course's one reader of package versions (``doctor.package_version``, through ``PYTHONPATH``)."""
+    code = ("import platform\n"
+            "from course_lib.environment.doctor import package_version as v\n"
+            "print(f'Python {platform.python_version()}, TensorFlow '\n"
+            "      f'{v(\"tensorflow\", \"tensorflow-cpu\", \"tensorflow-gpu\")}, Horovod {v(\"horovod\")}')")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60, check=False, env=env)
     return proc.stdout.strip() or f"{python} (its versions could not be read: {proc.stderr.strip()[-200:]})"
 
 
