@@ -186,14 +186,18 @@ def _readable(path: Path) -> str:
 
 
 def test_no_solution_string_in_the_edition(edition: Path) -> None:
-    dest = edition
-    secrets = _secret_strings()
+    found = _occurrences(edition, _secret_strings())
+    assert not found, "solution text in the learner edition:\n" + "\n".join(found)
+
+
+def _occurrences(edition: Path, strings: list[str] | set[str]) -> list[str]:
+    """``file: string`` for each of ``strings`` found in a text file of the learner edition."""
     found = []
-    for path in dest.rglob("*"):
+    for path in edition.rglob("*"):
         if path.is_file() and path.suffix in TEXT_SUFFIXES:
             text = _readable(path)
-            found += [f"{path.relative_to(dest)}: {s}" for s in secrets if s in text]
-    assert not found, "solution text in the learner edition:\n" + "\n".join(found)
+            found += [f"{path.relative_to(edition)}: {s}" for s in strings if s in text]
+    return found
 
 
 def _comparable(cell: nbformat.NotebookNode) -> dict:
@@ -329,9 +333,5 @@ def test_no_notebook_solution_cell_text_in_the_edition(edition: Path) -> None:
             lines |= code_lines(nb.cells[index].source) - given
     lines = {line for line in lines if len(line) >= 20}
     assert len(lines) >= 8, lines
-    found = []
-    for path in edition.rglob("*"):
-        if path.is_file() and path.suffix in TEXT_SUFFIXES:
-            text = _readable(path)
-            found += [f"{path.relative_to(edition)}: {line}" for line in lines if line in text]
+    found = _occurrences(edition, lines)
     assert not found, "solution cell text in the learner edition:\n" + "\n".join(found)
