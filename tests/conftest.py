@@ -18,6 +18,7 @@ MPI daemon (orted/prted), an mpirun/horovodrun, a watchdog or a course script ru
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import sys
@@ -27,6 +28,7 @@ from typing import Callable, Iterator
 
 import pytest
 
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import leftovers  # noqa: E402  (tests/leftovers.py, next to this file)
 
@@ -96,6 +98,44 @@ COMPONENTS: dict[str, tuple[Callable[[], bool], str]] = {
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "requires(*components): the test fails (never skips) with the "
                             "remedy when a component is missing; components: " + ", ".join(COMPONENTS))
+
+
+#: What runs long, in the order it should start when pytest-xdist's workers share the files out (`make test`,
+#: ``--dist loadfile --no-loadscope-reorder``): a long file started last would leave one worker alone at the end.
+#: Notebooks first, by their recorded run times (notebooks/run_times.json); then the files with real clusters,
+#: browsers or Horovod launches; then the rest, in collection order.
+LONG_FIRST = ("cluster", "browser", "horovod")
+
+
+def _start_rank(item: pytest.Item) -> float:
+    path = Path(str(item.path))
+    if path.suffix == ".ipynb":
+        return -1e6 - _NOTEBOOK_SECONDS.get(path.stem, 0.0)
+    for rank, mark in enumerate(LONG_FIRST):
+        if item.get_closest_marker(mark) is not None or mark in path.parts:
+            return float(rank)
+    return float(len(LONG_FIRST))
+
+
+def _notebook_seconds() -> dict[str, float]:
+    try:
+        recorded = json.loads((ROOT / "notebooks" / "run_times.json").read_text())["notebooks"]
+        return {name: float(entry["seconds"]) for name, entry in recorded.items()}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+_NOTEBOOK_SECONDS: dict[str, float] = {}
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Long files first (see LONG_FIRST); a file's items stay together and in their order."""
+    _NOTEBOOK_SECONDS.update(_notebook_seconds())
+    file_rank: dict[Path, float] = {}
+    for item in items:
+        file_rank[item.path] = min(file_rank.get(item.path, float("inf")), _start_rank(item))
+    position = {path: index for index, path in enumerate(dict.fromkeys(item.path for item in items))}
+    items.sort(key=lambda item: (file_rank[item.path], position[item.path]))
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

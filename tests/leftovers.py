@@ -45,7 +45,15 @@ class Leftover:
 
 
 def session_marker() -> str:
-    """Set (once) and return this session's marker value in ``os.environ``."""
+    """Set (once) and return this session's marker value in ``os.environ``.
+
+    A pytest-xdist worker inherits its controller's environment, marker included; it takes a marker of its
+    own, so that one worker's module check does not count the other worker's launches as its leftovers.
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker and os.environ.get(MARKER + "_OF") != worker:
+        os.environ[MARKER] = uuid.uuid4().hex
+        os.environ[MARKER + "_OF"] = worker
     return os.environ.setdefault(MARKER, uuid.uuid4().hex)
 
 

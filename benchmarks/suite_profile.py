@@ -1,0 +1,78 @@
+"""Where the test suite's time goes: wall time and busy cores per test, and per file (issue 31).
+
+A pytest plugin and a summary, both off unless asked for:
+
+    COURSE_SUITE_PROFILE=/tmp/profile.jsonl .venv/bin/python -m pytest -p benchmarks.suite_profile ...
+    .venv/bin/python -m benchmarks.suite_profile /tmp/profile.jsonl      # the table, slowest files first
+
+For each test the plugin writes one JSON line: its node id, start and stop (seconds since the epoch), and
+the machine's busy CPU-seconds over that interval, read from ``/proc/stat`` (every process on the machine,
+so kernels, ``horovodrun`` ranks and the test's own subprocesses are counted; so is any other load, which is
+why the machine should be otherwise idle). Several pytest-xdist workers may append to the same file. The
+summary divides busy CPU-seconds by wall seconds: a file that averages 0.6 busy cores of 2 leaves the
+rest idle, and is worth running beside another.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+ENV = "COURSE_SUITE_PROFILE"
+
+
+def busy_cpu_seconds() -> float:
+    """CPU-seconds the whole machine has spent busy since boot (all of ``/proc/stat``'s cpu line but idle and iowait)."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    ticks = [int(v) for v in fields[:8]]
+    idle = ticks[3] + ticks[4]
+    return (sum(ticks) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    out = os.environ.get(ENV)
+    if not out:
+        return (yield)
+    start, busy = time.time(), busy_cpu_seconds()
+    try:
+        return (yield)
+    finally:
+        line = {"test": item.nodeid, "start": start, "stop": time.time(),
+                "busy_cpu_s": busy_cpu_seconds() - busy, "worker": os.environ.get("PYTEST_XDIST_WORKER", "")}
+        with open(out, "a") as stream:
+            stream.write(json.dumps(line) + "\n")
+
+
+def summarise(path: Path, top: int = 40) -> str:
+    """One row per test file (a notebook counts as one file): tests, wall s, busy CPU-s, busy cores."""
+    rows: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
+    first, last = float("inf"), 0.0
+    for raw in path.read_text().splitlines():
+        rec = json.loads(raw)
+        row = rows[rec["test"].split("::")[0]]
+        row[0] += 1
+        row[1] += rec["stop"] - rec["start"]
+        row[2] += rec["busy_cpu_s"]
+        first, last = min(first, rec["start"]), max(last, rec["stop"])
+    lines = [f"{'file':58} {'tests':>5} {'wall s':>8} {'CPU s':>8} {'cores':>5}"]
+    total = [0, 0.0, 0.0]
+    for name, (count, wall, busy) in sorted(rows.items(), key=lambda kv: -kv[1][1]):
+        total = [total[0] + count, total[1] + wall, total[2] + busy]
+        if len(lines) <= top:
+            lines.append(f"{name[-58:]:58} {count:5d} {wall:8.1f} {busy:8.1f} {busy / max(wall, 1e-9):5.2f}")
+    lines.append(f"{'all (sum of test times)':58} {total[0]:5d} {total[1]:8.1f} {total[2]:8.1f} "
+                 f"{total[2] / max(total[1], 1e-9):5.2f}")
+    lines.append(f"first test start to last test stop: {last - first:.1f} s")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(summarise(Path(sys.argv[1])))
