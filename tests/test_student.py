@@ -335,3 +335,60 @@ def test_no_notebook_solution_cell_text_in_the_edition(edition: Path) -> None:
     assert len(lines) >= 8, lines
     found = _occurrences(edition, lines)
     assert not found, "solution cell text in the learner edition:\n" + "\n".join(found)
+
+
+def _names(source: str) -> tuple[set[str], set[str]]:
+    """(names a cell binds, names it reads) at any depth; IPython magics and shell lines are dropped."""
+    code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
+    bound, read = set(), set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+    return bound, read
+
+
+def _solution_leaks(nb: nbformat.NotebookNode) -> tuple[list[str], int]:
+    """Compared learner cells that read a name a solution cell set, and how many compared cells came after one."""
+    _, changes = student.learner_notebook(nb)
+    solved: set[str] = set()
+    leaks, after = [], 0
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        bound, read = _names(cell.source)
+        if index in changes.removed:
+            solved |= bound
+        elif index not in changes.cleared and index not in changes.stubbed and solved:
+            after += 1
+            if read & solved:
+                leaks.append(f"cell {index} reads {sorted(read & solved)}")
+    return leaks, after
+
+
+def test_no_compared_learner_cell_reads_what_a_solution_set() -> None:
+    """Why nbval of the course's notebooks covers the learner edition's compared cells (issue 30, item 4).
+
+    A learner notebook is its source without the solution cells, with the cell after each one cleared (not
+    compared). Every other cell is the same code (the equality test above), so it prints the same outputs unless
+    it reads a name that a removed solution cell set: then the learner sees another value than the course
+    run did. No compared cell may read such a name (clear it in tools/student.py's way, or give it its own
+    value). 05 and 06, whose exercises launch runs, are also executed from the learner tree
+    (test_learner_notebook_with_solutions_passes_strict_nbval).
+    """
+    checked = 0
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        leaks, after = _solution_leaks(nbformat.read(path, as_version=4))
+        assert not leaks, f"{path.name}: compared in the learner edition, but reading a solution's names: {leaks}"
+        checked += after
+    assert checked, "no compared cell after a solution was checked"
+
+
+def test_the_solution_name_check_bites() -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [_code("CYCLE_MS = None"), _code("CYCLE_MS = 25", ["solution"]), _code("print('checked')"),
+                _code("print(CYCLE_MS * 2)"), _code("print('unrelated')")]
+    assert _solution_leaks(nb) == (["cell 3 reads ['CYCLE_MS']"], 2)

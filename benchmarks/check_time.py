@@ -1,0 +1,118 @@
+"""What the course's own check costs, recorded run by run (issue 31).
+
+Two measurements, each appended as JSON lines to ``benchmarks/results/<date>-<host>-check-time.jsonl``:
+
+    .venv/bin/python -m benchmarks.check_time fresh --runs 3    # a fresh clone's CI, set-up included
+    .venv/bin/python -m benchmarks.check_time busy --runs 3     # the notebooks' strict nbval beside a busy core
+
+``fresh`` clones this repository's committed HEAD into a scratch folder and runs ``CI=true bash .ci/run``
+there (what CI does), so nothing of this checkout's venv or build is reused. ``busy`` runs ``make test-busy``
+(every notebook under strict nbval while one core is kept busy: notebooks/conftest.py). Each line holds the
+wall seconds, the machine's busy CPU-seconds over the run (``/proc/stat``: every process, so run it on an
+otherwise idle machine), the average busy cores (CPU-seconds / wall) and that over the machine's cores
+(utilisation), the exit status, the set-up time that ``tools/setup.sh`` printed, the load average before,
+and the commit. The whole output of each run is kept in ``build/check-time/`` (not committed). ``--summary``
+prints the table of a results file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import date
+from pathlib import Path
+
+from benchmarks.machine import describe_machine, load_average
+from benchmarks.suite_profile import busy_cpu_seconds
+
+ROOT = Path(__file__).resolve().parents[1]
+SETUP_DONE = re.compile(r"\[setup\] done in (\d+) s")
+
+
+def timed(command: list[str], cwd: Path, log: Path, env: dict[str, str] | None = None) -> dict:
+    """Run ``command`` with its output in ``log``; wall, busy CPU-seconds and exit status."""
+    load = load_average()
+    busy, start = busy_cpu_seconds(), time.monotonic()
+    with log.open("w") as out:
+        rc = subprocess.run(command, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env=env).returncode
+    wall, cpu = time.monotonic() - start, busy_cpu_seconds() - busy
+    cores = os.cpu_count() or 1
+    text = log.read_text(errors="replace")
+    setup = SETUP_DONE.search(text)
+    passed = re.findall(r"=+ (.*) in [\d.]+s", text)
+    return {"rc": rc, "wall_s": round(wall, 1), "busy_cpu_s": round(cpu, 1), "busy_cores": round(cpu / wall, 2),
+            "utilisation": round(cpu / wall / cores, 3), "cores": cores, "setup_s": int(setup.group(1)) if setup else None,
+            "pytest_summaries": passed, "load_before": load}
+
+
+def commit() -> str:
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
+def fresh_run(keep_log: Path) -> dict:
+    """One fresh clone of HEAD, checked as CI does."""
+    scratch = Path(tempfile.mkdtemp(prefix="course-fresh-"))
+    try:
+        subprocess.run(["git", "clone", "-q", str(ROOT), str(scratch / "course")], check=True)
+        env = {**os.environ, "CI": "true"}
+        env.pop("VIRTUAL_ENV", None)
+        return timed(["bash", ".ci/run"], scratch / "course", keep_log, env)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def busy_run(keep_log: Path) -> dict:
+    """The notebooks under strict nbval with a busy neighbour (make test-busy), in this checkout."""
+    return timed(["make", "--no-print-directory", "test-busy"], ROOT, keep_log)
+
+
+def summary(path: Path) -> str:
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    lines = [f"{'kind':6} {'commit':9} {'rc':>3} {'wall s':>7} {'set-up s':>8} {'CPU s':>7} {'cores':>5} {'util':>5}"]
+    for r in rows:
+        lines.append(f"{r['kind']:6} {r['commit']:9} {r['rc']:3d} {r['wall_s']:7.0f} {str(r['setup_s'] or '-'):>8} "
+                     f"{r['busy_cpu_s']:7.0f} {r['busy_cores']:5.2f} {r['utilisation']:5.2f}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("kind", choices=["fresh", "busy"], nargs="?")
+    parser.add_argument("--runs", type=int, default=1, help="how many runs, one after another (default 1)")
+    parser.add_argument("--out", type=Path, help="results file (default benchmarks/results/<date>-<host>-check-time.jsonl)")
+    parser.add_argument("--summary", type=Path, help="print the table of a results file and exit")
+    args = parser.parse_args(argv)
+    if args.summary:
+        print(summary(args.summary))
+        return 0
+    if args.kind is None:
+        parser.error("say fresh or busy (or --summary FILE)")
+    if args.runs < 1:
+        parser.error(f"--runs must be 1 or more, got {args.runs}")
+    machine = describe_machine()
+    out = args.out or ROOT / "benchmarks" / "results" / f"{date.today()}-vm-check-time.jsonl"
+    worst = 0
+    for index in range(args.runs):
+        log = ROOT / "build" / "check-time" / f"{out.stem}-{args.kind}-{index + 1}.log"   # not committed
+        log.parent.mkdir(parents=True, exist_ok=True)
+        record = (fresh_run if args.kind == "fresh" else busy_run)(log)
+        record = {"kind": args.kind, "commit": commit(), "date": str(date.today()), "run": index + 1,
+                  "machine": {k: machine[k] for k in ("cores", "cpu_model", "python")}, **record}
+        with out.open("a") as stream:
+            stream.write(json.dumps(record) + "\n")
+        print(json.dumps(record), flush=True)
+        worst = max(worst, record["rc"])
+    print(summary(out))
+    return 1 if worst else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,46 @@
+"""benchmarks/check_time.py and benchmarks/suite_profile.py: the recorders of what the check costs (issue 31)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks import check_time, suite_profile
+
+
+def test_timed_records_wall_cpu_status_and_setup_time(tmp_path: Path) -> None:
+    log = tmp_path / "run.log"
+    record = check_time.timed(["bash", "-c", "echo '[setup] done in 42 s'; echo '=== 3 passed in 1.0s ==='; "
+                               "exit 3"], tmp_path, log)
+    assert record["rc"] == 3 and record["setup_s"] == 42 and record["pytest_summaries"] == ["3 passed"]
+    assert record["wall_s"] >= 0 and record["busy_cpu_s"] >= 0 and 0 <= record["utilisation"]
+    assert "[setup] done in 42 s" in log.read_text()
+
+
+def test_summary_is_one_row_per_run(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    row = {"kind": "fresh", "commit": "abc1234", "rc": 0, "wall_s": 1100.0, "setup_s": 230,
+           "busy_cpu_s": 1900.0, "busy_cores": 1.73, "utilisation": 0.86}
+    path.write_text(json.dumps(row) + "\n" + json.dumps({**row, "rc": 1}) + "\n")
+    lines = check_time.summary(path).splitlines()
+    assert len(lines) == 3 and "1100" in lines[1] and " 1 " in lines[2]
+
+
+def test_bad_run_count_is_refused_before_anything_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        check_time.main(["fresh", "--runs", "0"])
+    assert "--runs must be 1 or more" in capsys.readouterr().err
+
+
+def test_profile_summary_groups_by_file(tmp_path: Path) -> None:
+    path = tmp_path / "p.jsonl"
+    recs = [{"test": "notebooks/a.ipynb::Cell 0", "start": 0, "stop": 10, "busy_cpu_s": 20},
+            {"test": "notebooks/a.ipynb::Cell 1", "start": 10, "stop": 20, "busy_cpu_s": 10},
+            {"test": "tests/test_x.py::test_y", "start": 20, "stop": 25, "busy_cpu_s": 5}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    table = suite_profile.summarise(path)
+    assert "notebooks/a.ipynb" in table.splitlines()[1] and " 1.50" in table.splitlines()[1]
+    assert "first test start to last test stop: 25.0 s" in table
+    assert suite_profile.busy_cpu_seconds() > 0
