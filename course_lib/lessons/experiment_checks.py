@@ -51,6 +51,9 @@ def divisor_weight_gap(strategy: Any, divide_by: float, *, seed: int = 0) -> flo
     from course_lib.training.keras2 import keras  # late: keras2 imports TensorFlow
 
     per_example = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+    # A fresh strategy on the same devices: its collectives share no keys with what the notebook ran before
+    # (after keras.backend.clear_session, reusing the notebook's strategy in eager mode mismatched collectives).
+    fresh = tf.distribute.MirroredStrategy(list(strategy.extended.worker_devices))
 
     def divided_step(model: Any, optimizer: Any, images: Any, labels: Any) -> Any:
         with tf.GradientTape() as tape:
@@ -59,7 +62,7 @@ def divisor_weight_gap(strategy: Any, divide_by: float, *, seed: int = 0) -> flo
         optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
         return loss
 
-    return replica_weight_gap(divided_step, strategy, seed=seed, images=2 * DIVISOR_BATCH,
+    return replica_weight_gap(divided_step, fresh, seed=seed, images=2 * DIVISOR_BATCH,
                               global_batch=DIVISOR_BATCH)
 
 
