@@ -51,9 +51,10 @@ def divisor_weight_gap(strategy: Any, divide_by: float, *, seed: int = 0) -> flo
     from course_lib.training.keras2 import keras  # late: keras2 imports TensorFlow
 
     per_example = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
-    # A fresh strategy on the same devices: its collectives share no keys with what the notebook ran before
-    # (after keras.backend.clear_session, reusing the notebook's strategy in eager mode mismatched collectives).
-    fresh = tf.distribute.MirroredStrategy(list(strategy.extended.worker_devices))
+    # The same devices, reduced through one device instead of collectives: in notebook 02, eager collectives after
+    # its earlier tf.function loop and keras.backend.clear_session reused an instance key (a shape mismatch).
+    fresh = tf.distribute.MirroredStrategy(list(strategy.extended.worker_devices),
+                                           cross_device_ops=tf.distribute.ReductionToOneDevice())
 
     def divided_step(model: Any, optimizer: Any, images: Any, labels: Any) -> Any:
         with tf.GradientTape() as tape:
