@@ -166,6 +166,10 @@ def replica_weight_gap(replica_step: Callable[..., Any], strategy: Any, *, seed:
             loss = loss_fn(y, reference(x, training=True))
         ref_opt.apply_gradients(zip(tape.gradient(loss, reference.trainable_variables),
                                     reference.trainable_variables))
+    # The strategy's devices, reduced through one device: in notebook 02, eager collectives on its own strategy
+    # (after its tf.function loop and keras.backend.clear_session) reused an instance key: a shape mismatch.
+    strategy = tf.distribute.MirroredStrategy(list(strategy.extended.worker_devices),
+                                              cross_device_ops=tf.distribute.ReductionToOneDevice())
     with strategy.scope():
         model = small_model()
         optimizer = keras.optimizers.SGD(0.5)

@@ -51,10 +51,6 @@ def divisor_weight_gap(strategy: Any, divide_by: float, *, seed: int = 0) -> flo
     from course_lib.training.keras2 import keras  # late: keras2 imports TensorFlow
 
     per_example = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
-    # The same devices, reduced through one device instead of collectives: in notebook 02, eager collectives after
-    # its earlier tf.function loop and keras.backend.clear_session reused an instance key (a shape mismatch).
-    fresh = tf.distribute.MirroredStrategy(list(strategy.extended.worker_devices),
-                                           cross_device_ops=tf.distribute.ReductionToOneDevice())
 
     def divided_step(model: Any, optimizer: Any, images: Any, labels: Any) -> Any:
         with tf.GradientTape() as tape:
@@ -63,7 +59,7 @@ def divisor_weight_gap(strategy: Any, divide_by: float, *, seed: int = 0) -> flo
         optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
         return loss
 
-    return replica_weight_gap(divided_step, fresh, seed=seed, images=2 * DIVISOR_BATCH,
+    return replica_weight_gap(divided_step, strategy, seed=seed, images=2 * DIVISOR_BATCH,
                               global_batch=DIVISOR_BATCH)
 
 
