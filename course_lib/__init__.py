@@ -28,8 +28,8 @@ and each layer's imports as ``tests/test_layers.MAY_IMPORT`` enforces them.
     ``timeline`` (what communication costs), ``scaling`` (tables and plots), ``measured`` (a measured
     value shown masked, with its verdict), ``ablation`` and ``trials`` (04), ``knobs`` (05),
     ``selfcheck`` (the one self-check pattern), ``exercises`` (answers), ``coding_checks`` (01-03),
-    ``schedule_check`` (04), ``cost_checks`` (05) and ``launch_checks`` (06) (the self-checks),
-    ``coverage`` (every image once), ``display``
+    ``experiment_checks`` (02-03's experiments), ``schedule_check`` (04), ``cost_checks`` (05) and
+    ``launch_checks`` (06) (the self-checks), ``coverage`` (every image once), ``display``
     (what a cell shows) and ``widgets`` (the control panel).
 ``environment/`` (imports training, runner)
     The learner's machine: ``doctor`` (``python -m course_lib doctor``), ``lab`` (``make lab``) and

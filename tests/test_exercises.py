@@ -5,10 +5,12 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from course_lib.lessons.exercises import EXERCISES, check
@@ -623,3 +625,185 @@ def test_discovery_check_placeholder(capsys: pytest.CaptureFixture[str]) -> None
     exec(placeholder, namespace)  # noqa: S102
     assert check_discovery_script(namespace["DISCOVERY"]) is False
     assert "not written yet" in capsys.readouterr().out
+
+
+# --- issue 30: the solution cells of 01-03, and the "change the experiment" exercises of 02 and 03 ----
+NUMERIC_SOLUTIONS = {"01.ring_bytes": "01", "01.efficiency": "01", "01.trap": "01", "02.loss_scale": "02",
+                     "02.replicas_steps": "02", "03.epochs": "03", "03.scaled_lr": "03"}
+
+
+@pytest.mark.parametrize("key", sorted(NUMERIC_SOLUTIONS))
+def test_notebook_solution_cell_is_accepted(key: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each numeric exercise of 01-03 has a solution cell right before its self-check; it computes the answer."""
+    from course_lib.training import pipeline
+
+    (path,) = sorted((ROOT / "notebooks").glob(f"{NUMERIC_SOLUTIONS[key]}_*.ipynb"))
+    cells = _cells(path)
+    at = next(i for i, c in enumerate(cells) if f'check("{key}", answer)' in c.source)
+    solution, placeholder = cells[at - 1], cells[at - 2]
+    assert "solution" in solution.get("metadata", {}).get("tags", []), f"{key}: no solution cell before the check"
+    assert placeholder.source.strip() == "answer = None"
+    assert not re.search(r"^answer = [\d.]+\s*(#.*)?$", solution.source, re.M), f"{key}: a pasted number"
+    namespace: dict[str, Any] = {"pipeline": pipeline}
+    exec(solution.source, namespace)  # noqa: S102
+    assert check(key, namespace["answer"]) is True
+    assert math.isclose(float(namespace["answer"]), float(answers.SOLUTIONS[key]), rel_tol=1e-9)
+    capsys.readouterr()
+
+
+def _notebook_ring(old: str = "", new: str = "") -> Any:
+    source = _solution_source("01", "def my_ring_allreduce(")
+    if old:
+        assert source.count(old) == 1, f"01's solution no longer has {old!r}"
+    namespace: dict[str, Any] = {"np": np}
+    exec(source.replace(old, new) if old else source, namespace)  # noqa: S102
+    return namespace["my_ring_allreduce"]
+
+
+NOTEBOOK_WRONG_RINGS = {
+    "all_gather_adds": ("chunks[(w + 1) % n][c] = finished", "chunks[(w + 1) % n][c] += finished"),
+    "wrong_chunk": ("(w + 1 - s) % n, chunks[w][(w + 1 - s) % n]", "(w - s) % n, chunks[w][(w - s) % n]"),
+    "one_step_short": ("for s in range(n - 1):                      # all-gather",
+                       "for s in range(n - 2):                      # all-gather"),
+}
+
+
+def test_01_notebook_ring_solution_is_accepted(capsys: pytest.CaptureFixture[str]) -> None:
+    from course_lib.lessons.exercises import check_ring_allreduce
+
+    assert check_ring_allreduce(_notebook_ring()) is True
+    assert "correct" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", sorted(NOTEBOOK_WRONG_RINGS))
+def test_01_notebook_ring_solution_broken_is_rejected(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from course_lib.lessons.exercises import check_ring_allreduce
+
+    assert check_ring_allreduce(_notebook_ring(*NOTEBOOK_WRONG_RINGS[name])) is False
+    assert "Hint:" in capsys.readouterr().out
+
+
+def test_03_notebook_solution_runs_the_solution_script() -> None:
+    source = _solution_source("03", "run_it = True")
+    assert answers.CODING["03.horovod_script"].split("/")[-1] in source
+    (path,) = sorted((ROOT / "notebooks").glob("03_*.ipynb"))
+    cells = _cells(path)
+    at = next(i for i, c in enumerate(cells) if c.source == source)
+    assert "if run_it:" in cells[at + 1].source
+    assert "solution-output" in cells[at + 2].get("metadata", {}).get("tags", [])   # its check's output is solved
+
+
+REPLICA_STEP_NOTEBOOK = r'''
+import json, sys
+from course_lib.training import devices
+names = devices.simulate_devices(2)
+from course_lib.training.keras2 import keras
+import tensorflow as tf
+from course_lib.lessons.exercises import check_replica_step
+from course_lib.lessons import experiment_checks
+strategy = tf.distribute.MirroredStrategy(names)
+source = sys.argv[1]
+verdicts = {}
+for name, (old, new) in json.loads(sys.argv[2]).items():
+    namespace = {"keras": keras, "tf": tf}
+    exec(source.replace(old, new), namespace)
+    verdicts[name] = check_replica_step(namespace["my_replica_step"], strategy)
+namespace = {"strategy": strategy}
+exec(sys.argv[3], namespace)
+gaps = {"solution": experiment_checks.divisor_weight_gap(strategy, namespace["DIVIDE_BY"]),
+        "global": experiment_checks.divisor_weight_gap(strategy, experiment_checks.DIVISOR_BATCH)}
+print(json.dumps({"verdicts": verdicts, "gaps": gaps, "divide_by": namespace["DIVIDE_BY"]}))
+'''
+NOTEBOOK_WRONG_STEPS = {
+    "solution": ("", ""),
+    "per_replica_batch": ("global_batch_size=images_in_step", "global_batch_size=tf.shape(labels)[0]"),
+    "fixed_global_batch": ("global_batch_size=images_in_step", "global_batch_size=32"),
+    "no_update": ("    optimizer.apply_gradients(zip(gradients, model.trainable_variables))\n", ""),
+}
+
+
+@pytest.mark.slow  # TensorFlow in a subprocess: about 20 s
+def test_02_notebook_solutions_replica_step_and_divisor_experiment(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from course_lib.lessons.experiment_checks import check_divisor_experiment
+
+    step = _solution_source("02", "def my_replica_step(")
+    for name, (old, _new) in NOTEBOOK_WRONG_STEPS.items():
+        assert step.count(old) == 1 or not old, f"02's solution no longer has {old!r} ({name})"
+    proc = subprocess.run([sys.executable, "-c", REPLICA_STEP_NOTEBOOK, step, json.dumps(NOTEBOOK_WRONG_STEPS),
+                           _solution_source("02", "DIVIDE_BY =")], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert found["verdicts"] == {"solution": True, "per_replica_batch": False, "fixed_global_batch": False,
+                                 "no_update": False}, proc.stdout
+    assert found["gaps"]["global"] < 1e-5 < 1e-3 < found["gaps"]["solution"], found   # far from "cannot tell"
+    namespace: dict[str, Any] = {}
+    exec(_solution_source("02", 'answer = "'), namespace)  # noqa: S102
+    assert check_divisor_experiment(namespace["answer"], divide_by=found["divide_by"],
+                                    gap=found["gaps"]["solution"]) is True
+    capsys.readouterr()
+
+
+def test_divisor_experiment_check(capsys: pytest.CaptureFixture[str]) -> None:
+    from course_lib.lessons.experiment_checks import DIVISOR_BATCH, check_divisor_experiment
+
+    assert check_divisor_experiment("differ", divide_by=16, gap=0.2) is True
+    assert check_divisor_experiment("agree", divide_by=16, gap=0.2) is False           # the wrong prediction
+    assert check_divisor_experiment("Agree", divide_by=64, gap=1e-7) is True           # what was measured decides
+    assert check_divisor_experiment("differ", divide_by=DIVISOR_BATCH, gap=0.0) is False   # nothing changed
+    assert check_divisor_experiment("differ", divide_by=31, gap=1e-4) is False         # cannot tell
+    assert check_divisor_experiment("same", divide_by=16, gap=0.2) is False            # not one of the words
+    assert check_divisor_experiment(None, divide_by=16, gap=0.2) is False
+    assert check_divisor_experiment("differ", divide_by=None, gap=None) is False
+    out = capsys.readouterr().out
+    assert out.count("Hint:") == 4 and "not run yet" in out and "not answered yet" in out
+    assert "cannot tell" in out and "nothing was changed" in out
+
+
+def _fake_run(digests: dict[int, str], *flags: str) -> Any:
+    from types import SimpleNamespace
+
+    return SimpleNamespace(command=["python", "horovod_fmnist.py", "--epochs", "1", *flags], digests=digests)
+
+
+def test_broadcast_experiment_check(capsys: pytest.CaptureFixture[str]) -> None:
+    from course_lib.lessons.experiment_checks import check_broadcast_experiment
+
+    namespace: dict[str, Any] = {}
+    exec(_solution_source("03", "SKIP_BROADCAST ="), namespace)  # noqa: S102
+    exec(_solution_source("03", 'answer = "'), namespace)  # noqa: S102
+    assert namespace["SKIP_BROADCAST"] is True
+    control = ("--no-broadcast", "--seed-per-rank")
+    apart = _fake_run({0: "aa11", 1: "bb22"}, *control)
+    assert check_broadcast_experiment(namespace["answer"], run=apart) is True
+    assert check_broadcast_experiment("same", run=apart) is False                        # the wrong prediction
+    assert check_broadcast_experiment("same", run=_fake_run({0: "aa11", 1: "aa11"}, "--no-broadcast")) is True
+    assert check_broadcast_experiment("different", run=_fake_run({0: "aa11", 1: "aa11"})) is False  # not changed
+    assert check_broadcast_experiment("different", run=_fake_run({0: "aa11"}, *control)) is False   # one rank
+    assert check_broadcast_experiment("differ", run=apart) is False                      # not one of the words
+    assert check_broadcast_experiment(None, run=apart) is False
+    assert check_broadcast_experiment("different", run=None) is False
+    out = capsys.readouterr().out
+    assert out.count("Hint:") == 4 and "not run yet" in out and "not answered yet" in out
+
+
+@pytest.mark.horovod
+def test_broadcast_experiment_on_a_real_run(capsys: pytest.CaptureFixture[str]) -> None:
+    """The notebook's experiment, launched: without the broadcast the ranks end apart; with it, together."""
+    from course_lib.lessons.experiment_checks import check_broadcast_experiment
+    from course_lib.runner import launch
+
+    args = ["--epochs", "1", "--train-subset", "256", "--test-subset", "128", "--batch-size", "64", "--json"]
+    script = ROOT / "source_code" / "horovod_fmnist.py"
+    apart = launch.run_horovod(script, 2, args + ["--no-broadcast", "--seed-per-rank"], timeout=300, show="none",
+                               oversubscribe=True, cwd=ROOT)
+    assert len(set(apart.digests.values())) == 2
+    assert check_broadcast_experiment("different", run=apart) is True
+    assert check_broadcast_experiment("same", run=apart) is False
+    capsys.readouterr()

@@ -23,7 +23,7 @@ from course_lib.lessons.selfcheck import learner_call, right, waiting, wrong
 from course_lib.runner.runlog import parse_line
 from course_lib.training.epochs import epoch_arithmetic
 
-__all__ = ["check_horovod_run", "check_replica_step", "check_ring_allreduce", "steps_shown", "LR_CASES",
+__all__ = ["check_horovod_run", "check_replica_step", "check_ring_allreduce", "steps_shown", "replica_weight_gap", "LR_CASES",
            "reference_rate", "check_lr_schedule"]
 
 _KERAS_STEPS = re.compile(r"^\s*(\d+)/(\d+) - ")  # Keras verbose=2: "24/24 - 3s - loss: ..."
@@ -111,23 +111,52 @@ def check_replica_step(replica_step: Callable[..., Any], strategy: Any, *, seed:
     Returns:
         True when the two models end with the same weights.
     """
-    import tensorflow as tf  # late: TensorFlow loads only when the check runs
-
-    from course_lib.training.keras2 import keras  # late: keras2 imports TensorFlow
-
     key = "02.replica_step"
     if strategy.num_replicas_in_sync < 2:
         return wrong(key, f"the check needs a strategy with at least 2 replicas, got {strategy.num_replicas_in_sync}.",
                      "pass the notebook's 2-replica `strategy`")
+    ran, gap = learner_call(key, replica_weight_gap, replica_step, strategy, seed=seed, what="step",
+                            placeholder="not written yet — write my_replica_step in the cell above and run both cells.")
+    if not ran:
+        return False
+    if gap < 1e-5:
+        return right(key, "two replicas give the weights of one device on the same images")
+    return wrong(key, f"the weights differ from one device's by up to {gap:.2g}.", "which images does the mean "
+                 "over one step run over, on ALL replicas (the last step is partial)? And were the gradients applied?")
+
+
+def replica_weight_gap(replica_step: Callable[..., Any], strategy: Any, *, seed: int = 0, images: int = 56,
+                       global_batch: int = 32) -> float:
+    """How far a replica step's weights end from one device's: the largest absolute difference of any weight.
+
+    A small model (one dense layer, plain SGD) is trained with ``strategy.run(replica_step, ...)`` over
+    ``images`` random images in global batches of ``global_batch`` (56 in 32: a full step, then a partial one),
+    and the same model on one device with the plain mean loss over the same images. Used by
+    :func:`check_replica_step` and by the divisor experiment of notebooks/02_mirrored_strategy.ipynb.
+
+    Args:
+        replica_step: ``replica_step(model, optimizer, images, labels)``, run on every replica.
+        strategy: A ``tf.distribute`` strategy.
+        seed: Seed of the weights and images.
+        images: Images in the run.
+        global_batch: Images per step on all replicas.
+
+    Returns:
+        The largest weight difference (0 up to float32 rounding when the two runs agree).
+    """
+    import tensorflow as tf  # late: TensorFlow loads only when the check runs
+
+    from course_lib.training.keras2 import keras  # late: keras2 imports TensorFlow
+
     rng = np.random.default_rng(seed)
-    images = rng.normal(size=(56, 28, 28, 1)).astype("float32")
-    labels = rng.integers(0, 10, size=56)
-    dataset = tf.data.Dataset.from_tensor_slices((images, labels)).batch(32)
+    pixels = rng.normal(size=(images, 28, 28, 1)).astype("float32")
+    labels = rng.integers(0, 10, size=images)
+    dataset = tf.data.Dataset.from_tensor_slices((pixels, labels)).batch(global_batch)
 
     def small_model() -> Any:
         init = keras.initializers.GlorotUniform(seed=seed)
         return keras.Sequential([keras.layers.Flatten(input_shape=(28, 28, 1)),
-                                    keras.layers.Dense(10, kernel_initializer=init)])
+                                 keras.layers.Dense(10, kernel_initializer=init)])
 
     reference = small_model()
     ref_opt = keras.optimizers.SGD(0.5)
@@ -137,23 +166,16 @@ def check_replica_step(replica_step: Callable[..., Any], strategy: Any, *, seed:
             loss = loss_fn(y, reference(x, training=True))
         ref_opt.apply_gradients(zip(tape.gradient(loss, reference.trainable_variables),
                                     reference.trainable_variables))
+    # The strategy's devices, reduced through one device: in notebook 02, eager collectives on its own strategy
+    # (after its tf.function loop and keras.backend.clear_session) reused an instance key: a shape mismatch.
+    strategy = tf.distribute.MirroredStrategy(list(strategy.extended.worker_devices),
+                                              cross_device_ops=tf.distribute.ReductionToOneDevice())
     with strategy.scope():
         model = small_model()
         optimizer = keras.optimizers.SGD(0.5)
-
-    def train() -> None:
-        for x, y in strategy.experimental_distribute_dataset(dataset):
-            strategy.run(replica_step, args=(model, optimizer, x, y))
-
-    ran, _ = learner_call(key, train, what="step", placeholder="not written yet — write my_replica_step in the "
-                           "cell above and run both cells.")
-    if not ran:
-        return False
-    gap = max(float(np.max(np.abs(a - b))) for a, b in zip(model.get_weights(), reference.get_weights()))
-    if gap < 1e-5:
-        return right(key, "two replicas give the weights of one device on the same images")
-    return wrong(key, f"the weights differ from one device's by up to {gap:.2g}.", "which images does the mean "
-                 "over one step run over, on ALL replicas (the last step is partial)? And were the gradients applied?")
+    for x, y in strategy.experimental_distribute_dataset(dataset):
+        strategy.run(replica_step, args=(model, optimizer, x, y))
+    return max(float(np.max(np.abs(a - b))) for a, b in zip(model.get_weights(), reference.get_weights()))
 
 
 def check_ring_allreduce(ring: Callable[[list[Any]], list[Any]], *, seed: int = 0) -> bool:
