@@ -429,6 +429,36 @@ def _solution_source(notebook: str, marker: str) -> str:
     return found[0]
 
 
+# --- 04: change the analysis (fewer seeds) ---------------------------------------------------------
+def test_few_seeds_check_accepts_the_solution_and_rejects_wrong_words(capsys: pytest.CaptureFixture[str]) -> None:
+    from course_lib.lessons.schedule_check import check_few_seeds
+
+    namespace: dict[str, Any] = {}
+    exec(_solution_source("04", "FEW_SEEDS ="), namespace)  # noqa: S102
+    exec(_solution_source("04", "answer = \"wider\""), namespace)  # noqa: S102
+    kept, answer = namespace["FEW_SEEDS"], namespace["answer"]
+    full, few = (0.0406, 0.0213), (0.0336, 0.0842)   # 8 seeds; the first 3 spread as much, t and sqrt(n) widen it
+    ask = {"kept": kept, "few": few, "full": full, "seeds": 8, "aim": 0.03}
+    assert check_few_seeds(answer, **ask) is True
+    assert "misses the design's aim" in capsys.readouterr().out
+    assert check_few_seeds("narrower", **ask) is False      # the two seed-count factors read backwards
+    assert check_few_seeds("same", **ask) is False          # "the spread does not depend on n"
+    assert check_few_seeds(0.0842, **ask) is False          # a number, not one of the words
+    assert check_few_seeds(" Wider ", **ask) is True        # case and spaces are not mistakes
+    # the word follows the learner's own numbers: seeds that happen to agree closely give a narrower interval
+    assert check_few_seeds("narrower", **{**ask, "few": (0.04, 0.0101)}) is True
+    assert check_few_seeds("same", **{**ask, "few": (0.04, 0.0220)}) is True
+    assert check_few_seeds("wider", **{**ask, "kept": 8}) is False     # all seeds: nothing changed
+    assert check_few_seeds("wider", **{**ask, "kept": 1}) is False     # no interval from one seed
+    assert check_few_seeds(None, **ask) is False
+    assert check_few_seeds("wider", **{**ask, "kept": None, "few": None}) is False
+    out = capsys.readouterr().out
+    assert out.count("Hint:") == 5 and "not run yet" in out and "not answered yet" in out
+    for line in out.splitlines():
+        if line.startswith("[04.few_seeds] not yet"):
+            assert "wider" not in line.split("Hint:")[1]   # the hint names the factors, not the word
+
+
 # --- 05: fit alpha and beta (code), predict, change the cycle time ----------------------------------
 def _notebook_fit() -> Any:
     namespace: dict[str, Any] = {}

@@ -1,10 +1,13 @@
-"""Self-check of notebook 04's coding exercise (``04.lr_schedule``): linear scaling + warm-up.
+"""Self-checks of notebook 04: the coding exercise (``04.lr_schedule``) and the seeds experiment (``04.few_seeds``).
 
 :func:`check_lr_schedule` runs the learner's ``my_learning_rate`` on the cases of :data:`LR_CASES` and compares
 it with the rate the notebook's own runs use (:func:`reference_rate`: TensorFlow's schedule of
 ``course_lib.training.schedules``, evaluated), not with a stored table; a wrong schedule is matched against the
 typical mistakes to name the one made, in a hint that names the mistake, not the formula. It prints and returns
 its verdict the one way :mod:`course_lib.lessons.selfcheck` defines, and ``coding_checks`` re-exports it.
+
+:func:`check_few_seeds` is the "change the analysis" exercise: the learner recomputes the SGD gap's CI on fewer
+seeds and predicts how its half-width moves; the expected word comes from the learner's own numbers.
 
 Introduced in notebooks/04_large_batch.ipynb.
 """
@@ -14,13 +17,16 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
-from course_lib.lessons.selfcheck import learner_call, right, wrong
+from course_lib.lessons.selfcheck import learner_call, right, waiting, wrong
 from course_lib.lessons.trials import peak_lr
 from course_lib.training import schedules
 
-__all__ = ["LR_KEY", "LR_CASES", "reference_rate", "check_lr_schedule"]
+__all__ = ["LR_KEY", "LR_CASES", "reference_rate", "check_lr_schedule", "SEEDS_KEY", "SEED_WORDS",
+           "check_few_seeds"]
 
 LR_KEY = "04.lr_schedule"
+SEEDS_KEY = "04.few_seeds"
+SEED_WORDS = ("wider", "narrower", "same")
 
 #: Notebook 04: (base_lr, base_batch, batch, warmup_updates, updates checked)
 LR_CASES: list[tuple[float, int, int, int, list[int]]] = [
@@ -105,3 +111,47 @@ def check_lr_schedule(learning_rate: Callable[..., Any]) -> bool:
                          _diagnose_lr((base_lr, base_batch, batch, warmup), updates, got))
     checked = sum(len(case[-1]) for case in LR_CASES)
     return right(LR_KEY, f"your schedule gives the course's rate at all {checked} updates checked")
+
+
+def check_few_seeds(answer: Any, *, kept: int | None, few: tuple[float, float] | None, full: tuple[float, float],
+                    seeds: int, aim: float) -> bool:
+    """Self-check ``04.few_seeds``: the SGD gap recomputed on the first ``kept`` seeds; which way did its CI move?
+
+    The expected word comes from the learner's own numbers: ``"wider"`` (or ``"narrower"``) when the 95 % CI
+    half-width on ``kept`` seeds differs from the one on all ``seeds`` by more than a tenth, else ``"same"``.
+
+    Args:
+        answer: ``"wider"``, ``"narrower"`` or ``"same"``; ``None``: not answered yet.
+        kept: Seeds the learner kept (2 or more, fewer than ``seeds``); ``None``: not run yet.
+        few: ``(gap, half-width)`` on the kept seeds, in accuracy.
+        full: ``(gap, half-width)`` on all the seeds, in accuracy.
+        seeds: Seeds of the full comparison.
+        aim: The half-width the design asked for (accuracy), named in the verdict.
+
+    Returns:
+        True when the word matches what the learner's numbers show.
+
+    Introduced in notebooks/04_large_batch.ipynb.
+    """
+    if kept is None or few is None:
+        return waiting(SEEDS_KEY, "not run yet", "set FEW_SEEDS in the exercise's first cell and run the next cell.")
+    if not 2 <= kept < seeds:
+        return wrong(SEEDS_KEY, f"you kept {kept} seeds of {seeds}.",
+                     "a confidence interval needs at least 2 seeds, and fewer than all of them changes something")
+    if answer is None:
+        return waiting(SEEDS_KEY)
+    word = str(answer).strip().lower()
+    if word not in SEED_WORDS:
+        return wrong(SEEDS_KEY, f"{answer!r} is not one of {', '.join(SEED_WORDS)}.",
+                     "answer with one of the three words")
+    ratio = few[1] / full[1]
+    expected = "wider" if ratio > 1.1 else "narrower" if ratio < 1 / 1.1 else "same"
+    if word != expected:
+        return wrong(SEEDS_KEY, f"the interval of your recomputation is not {word}.",
+                     "compare the two half-widths printed above; which two factors of the half-width depend on "
+                     "the number of seeds")
+    meets = "meets" if few[1] <= aim else "misses"
+    why = ("fewer seeds give a larger t factor and divide by a smaller square root of n" if expected == "wider" else
+           "these few seeds happened to spread less than all of them, which a design cannot count on")
+    return right(SEEDS_KEY, f"on {kept} seeds the half-width is {ratio:.1f}x the one on {seeds}: {why}; it {meets} "
+                 f"the design's aim of {100 * aim:.0f} points")
