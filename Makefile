@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 .PHONY: test test-busy check lint typecheck mutants test-unit test-notebooks notebooks bench clean student site room
 
 # The whole check, in two stages (issue 31). First every test that may share the machine, run by pytest-xdist's
-# workers, one test file or notebook per worker at a time, the longest first (tests/conftest.py groups and orders them);
+# workers, one test file or notebook per worker at a time, the longest first (tests/conftest.py orders them);
 # then, one at a time, the tests marked `alone` (their verdicts or time limits assume an otherwise idle machine).
 # MARK narrows both stages, e.g. make test MARK='not browser'; PYTEST_ARGS is passed to both.
 WORKERS ?= 2
@@ -24,7 +24,7 @@ MARK ?=
 and_mark = $(if $(MARK), and ($(MARK)),)
 
 test: setup lint typecheck
-	$(PY) -m pytest -n $(WORKERS) --dist loadgroup --no-loadscope-reorder -m "not alone$(and_mark)" --durations=25 $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(WORKERS) --dist loadfile --no-loadscope-reorder -m "not alone$(and_mark)" --durations=25 $(PYTEST_ARGS)
 	$(PY) -m pytest -m "alone$(and_mark)" --durations=10 $(PYTEST_ARGS); rc=$$?; \
 	    if [ $$rc -eq 5 ]; then echo "make test: no test marked alone is selected"; rc=0; fi; exit $$rc
 

@@ -128,20 +128,16 @@ def _notebook_seconds() -> dict[str, float]:
 _NOTEBOOK_SECONDS: dict[str, float] = {}
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """Long files first (see LONG_FIRST); a file's items stay together and in their order.
 
-    Under ``--dist loadgroup`` (``make test``) a file is one unit of work, as with ``loadfile``, unless a test
-    names a group of its own (``@pytest.mark.xdist_group``): the two learner-edition nbval runs of
-    tests/test_student.py do, so that they can run on two workers at once.
+    (``--dist loadgroup`` would let a test leave its file's unit, but pytest-xdist 3.8 cannot rename a test's node
+    id under pytest 9, so its groups are ignored: ``make test`` uses ``--dist loadfile``.)
     """
     _NOTEBOOK_SECONDS.update(_notebook_seconds())
     file_rank: dict[Path, float] = {}
     for item in items:
         file_rank[item.path] = min(file_rank.get(item.path, float("inf")), _start_rank(item))
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(item.path.name))
     position = {path: index for index, path in enumerate(dict.fromkeys(item.path for item in items))}
     items.sort(key=lambda item: (file_rank[item.path], position[item.path]))
 

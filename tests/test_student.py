@@ -296,9 +296,7 @@ def test_the_cell_after_a_solution_is_cleared_not_compared() -> None:
 
 @pytest.mark.slow
 @pytest.mark.horovod
-@pytest.mark.parametrize("name", [  # a group each: make test's xdist workers may run the two at once
-    pytest.param(name, marks=pytest.mark.xdist_group(f"learner-{name[:2]}"))
-    for name in ("05_communication.ipynb", "06_beyond_one_machine.ipynb")])
+@pytest.mark.parametrize("name", ["05_communication.ipynb", "06_beyond_one_machine.ipynb"])
 def test_learner_notebook_with_solutions_passes_strict_nbval(edition: Path, name: str) -> None:
     """A notebook whose solutions were taken out, run from the learner tree (about 5 min each).
 
