@@ -78,13 +78,18 @@ def test_reference_is_the_schedule_the_runs_use() -> None:
         pytest.approx(0.4)
 
 
-def test_committed_notebook_holds_the_placeholder_not_the_solution() -> None:
+def test_committed_notebook_holds_the_placeholder_and_a_tagged_solution() -> None:
+    """The learner's cell is the placeholder; the worked answer is a `solution` cell (make student removes it),
+    and the self-check after it shows the solved state in the course's own outputs."""
     import nbformat
 
     nb = nbformat.read(NOTEBOOK, as_version=4)
     cells = [c for c in nb.cells if c.cell_type == "code" and "def my_learning_rate" in c.source]
-    assert len(cells) == 1 and "raise NotImplementedError" in cells[0].source
+    learner = [c for c in cells if "solution" not in c.metadata.get("tags", [])]
+    solution = [c for c in cells if "solution" in c.metadata.get("tags", [])]
+    assert len(learner) == 1 and "raise NotImplementedError" in learner[0].source
+    assert len(solution) == 1 and "NotImplementedError" not in solution[0].source
     checks = [c for c in nb.cells if c.cell_type == "code" and "check_lr_schedule(my_learning_rate)" in c.source]
     assert len(checks) == 1
     shown = "".join(o.get("text", "") for o in checks[0].get("outputs", []))
-    assert "[04.lr_schedule] not attempted yet" in shown
+    assert "[04.lr_schedule] correct" in shown, shown

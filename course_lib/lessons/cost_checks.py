@@ -22,7 +22,7 @@ from typing import Any, Callable
 import numpy as np
 
 from course_lib.lessons.allreduce_model import AlphaBeta, ring_factor
-from course_lib.lessons.selfcheck import learner_call, right, waiting, wrong
+from course_lib.lessons.selfcheck import learner_call, right, waiting, word_answer, wrong
 
 __all__ = ["check_prediction", "check_alpha_beta_fit", "FIT_CASES", "check_cycle_experiment", "CYCLE_WORDS"]
 
@@ -150,11 +150,9 @@ def check_cycle_experiment(answer: Any, *, cycle_ms: float | None, alpha_s: floa
     if abs(change_ms) < 10:
         return wrong(key, f"your run changed the cycle time by {change_ms:+g} ms only.",
                      "alpha varies by several ms from run to run here: change the cycle time by 10 ms or more")
-    if answer is None:
-        return waiting(key)
-    word = str(answer).strip().lower()
-    if word not in CYCLE_WORDS:
-        return wrong(key, f"{answer!r} is not one of {', '.join(CYCLE_WORDS)}.", "answer with one of the three words")
+    word = word_answer(key, answer, CYCLE_WORDS)
+    if word is None:
+        return False
     moved_ms = (alpha_s - baseline.alpha_s) * 1e3
     expected = "stays" if abs(moved_ms) <= abs(change_ms) / 4 else ("rises" if moved_ms > 0 else "falls")
     if word != expected:

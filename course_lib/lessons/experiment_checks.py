@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from course_lib.lessons.coding_checks import replica_weight_gap
-from course_lib.lessons.selfcheck import right, waiting, wrong
+from course_lib.lessons.selfcheck import right, waiting, word_answer, wrong
 
 __all__ = ["DIVISOR_BATCH", "divisor_weight_gap", "check_divisor_experiment", "check_broadcast_experiment"]
 
@@ -63,18 +63,6 @@ def divisor_weight_gap(strategy: Any, divide_by: float, *, seed: int = 0) -> flo
                               global_batch=DIVISOR_BATCH)
 
 
-def _word(key: str, answer: Any, words: tuple[str, ...]) -> str | None:
-    """The answer as one of ``words`` (lower case), or None after printing why not."""
-    if answer is None:
-        waiting(key)
-        return None
-    word = str(answer).strip().lower()
-    if word not in words:
-        wrong(key, f"{answer!r} is not one of {', '.join(words)}.", "answer with one of the words")
-        return None
-    return word
-
-
 def check_divisor_experiment(answer: Any, *, divide_by: float | None, gap: float | None) -> bool:
     """Self-check ``02.divisor``: with the loss divided by ``divide_by``, do the weights ``agree`` or ``differ``?
 
@@ -92,7 +80,7 @@ def check_divisor_experiment(answer: Any, *, divide_by: float | None, gap: float
     if divide_by == DIVISOR_BATCH:
         return wrong(key, f"your run divided by {divide_by:g}, as the custom loop does: nothing was changed.",
                      "change the divisor to another number of images, then rerun the experiment")
-    word = _word(key, answer, ("agree", "differ"))
+    word = word_answer(key, answer, ("agree", "differ"))
     if word is None:
         return False
     if AGREE_BELOW <= gap <= DIFFER_ABOVE:
@@ -131,7 +119,7 @@ def check_broadcast_experiment(answer: Any, *, run: Any) -> bool:
     if len(digests) < 2:
         return wrong(key, f"the run reported {len(digests)} rank's weights; two are needed.",
                      "did the run finish? Read its last lines")
-    word = _word(key, answer, ("same", "different"))
+    word = word_answer(key, answer, ("same", "different"))
     if word is None:
         return False
     measured = "same" if len(set(digests.values())) == 1 else "different"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
-from course_lib.lessons.selfcheck import learner_call, right, waiting, wrong
+from course_lib.lessons.selfcheck import learner_call, right, waiting, word_answer, wrong
 from course_lib.lessons.trials import peak_lr
 from course_lib.training import schedules
 
@@ -138,12 +138,9 @@ def check_few_seeds(answer: Any, *, kept: int | None, few: tuple[float, float] |
     if not 2 <= kept < seeds:
         return wrong(SEEDS_KEY, f"you kept {kept} seeds of {seeds}.",
                      "a confidence interval needs at least 2 seeds, and fewer than all of them changes something")
-    if answer is None:
-        return waiting(SEEDS_KEY)
-    word = str(answer).strip().lower()
-    if word not in SEED_WORDS:
-        return wrong(SEEDS_KEY, f"{answer!r} is not one of {', '.join(SEED_WORDS)}.",
-                     "answer with one of the three words")
+    word = word_answer(SEEDS_KEY, answer, SEED_WORDS)
+    if word is None:
+        return False
     ratio = few[1] / full[1]
     expected = "wider" if ratio > 1.1 else "narrower" if ratio < 1 / 1.1 else "same"
     if word != expected:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
-__all__ = ["right", "wrong", "waiting", "learner_call", "VERDICT_LINE"]
+__all__ = ["right", "wrong", "waiting", "word_answer", "learner_call", "VERDICT_LINE"]
 
 #: The first line every self-check prints (tests/test_exercises.py matches every check's output against it).
 VERDICT_LINE = re.compile(r"^\[\d\d\.[a-z0-9_]+\] (correct(\.|: .+)|not yet: .+ Hint: .+\.|"
@@ -57,6 +57,21 @@ def waiting(key: str, state: str = "not answered yet",
     """Print ``[key] <state> — <todo>`` (nothing to check yet) and return False."""
     print(f"[{key}] {state} — {todo}")
     return False
+
+
+def word_answer(key: str, answer: Any, words: tuple[str, ...]) -> str | None:
+    """The learner's one-word answer as one of ``words`` (lower case), or None after printing why not.
+
+    Used by the change-the-experiment checks of notebooks 02-05 (``"rises"``, ``"wider"``, ``"agree"``...).
+    """
+    if answer is None:
+        waiting(key)
+        return None
+    word = str(answer).strip().lower()
+    if word not in words:
+        wrong(key, f"{answer!r} is not one of {', '.join(words)}.", "answer with one of the words")
+        return None
+    return word
 
 
 def learner_call(key: str, call: Callable[..., Any], *args: Any, placeholder: str, what: str,
