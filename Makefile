@@ -16,9 +16,9 @@ PYTEST_ARGS ?=
 .PHONY: test test-busy check lint typecheck mutants test-unit test-notebooks notebooks bench clean student site room
 
 # The whole check (issue 31). With WORKERS=2 or more, pytest-xdist hands out the test files and notebooks, one
-# per worker at a time, the longest first (tests/conftest.py orders them). WORKERS is 1 (plain pytest) until a
-# 2-worker run is green: in the first fresh clone with 2 workers, 04's long cell shared the cores with 03, 05 and
-# 06 and passed nbval's cell limit (benchmarks/README.md, "How long the course's own check takes").
+# per worker at a time, the longest first (tests/conftest.py orders them). WORKERS is 1 (plain pytest): on the
+# 2-core machine 2 workers were slower than one, and 04's long cell passed nbval's cell limit beside three other
+# notebooks (benchmarks/results/2026-11-26-vm-check-time-xdist.md).
 # MARK deselects, e.g. make test MARK='not browser'; PYTEST_ARGS is passed to pytest.
 WORKERS ?= 1
 MARK ?=
