@@ -107,10 +107,10 @@ def pytest_configure(config: pytest.Config) -> None:
 LONG_FIRST = ("cluster", "browser", "horovod")
 
 
-def _start_rank(item: pytest.Item) -> float:
-    path = Path(str(item.path))
+def _start_rank(item: pytest.Item, notebook_seconds: dict[str, float]) -> float:
+    path = item.path
     if path.suffix == ".ipynb":
-        return -1e6 - _NOTEBOOK_SECONDS.get(path.stem, 0.0)
+        return -1e6 - notebook_seconds.get(path.stem, 0.0)
     for rank, mark in enumerate(LONG_FIRST):
         if item.get_closest_marker(mark) is not None or mark in path.parts:
             return float(rank)
@@ -125,19 +125,16 @@ def _notebook_seconds() -> dict[str, float]:
         return {}
 
 
-_NOTEBOOK_SECONDS: dict[str, float] = {}
-
-
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """Long files first (see LONG_FIRST); a file's items stay together and in their order.
 
     (``--dist loadgroup`` would let a test leave its file's unit, but pytest-xdist 3.8 cannot rename a test's node
     id under pytest 9, so its groups are ignored: ``make test`` uses ``--dist loadfile``.)
     """
-    _NOTEBOOK_SECONDS.update(_notebook_seconds())
+    seconds = _notebook_seconds()
     file_rank: dict[Path, float] = {}
     for item in items:
-        file_rank[item.path] = min(file_rank.get(item.path, float("inf")), _start_rank(item))
+        file_rank[item.path] = min(file_rank.get(item.path, float("inf")), _start_rank(item, seconds))
     position = {path: index for index, path in enumerate(dict.fromkeys(item.path for item in items))}
     items.sort(key=lambda item: (file_rank[item.path], position[item.path]))
 
