@@ -13,7 +13,8 @@
 #
 # Idempotent: a stamp in .venv records what was installed; a second run checks it and returns in seconds.
 # Variables: PYTHON (interpreter to build the venv from), COURSE_VENV (venv path), COURSE_GPU (1/0 to force
-# the GPU/CPU build), COURSE_SKIP_APT=1 (never call apt-get), COURSE_FORCE_SETUP=1 (ignore the stamp).
+# the GPU/CPU build), COURSE_SKIP_APT=1 (never call apt-get), COURSE_FORCE_SETUP=1 (ignore the stamp),
+# COURSE_NO_BUILD_CACHE=1 (build Horovod even when this machine kept a wheel of the same build: tools/wheel_cache.py).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -155,10 +156,35 @@ hvd_patched() {
     local f
     f=$(hvd_callbacks 2>/dev/null) && [ -f "$f" ] && grep -qF "$HVD_PATCH_MARKER" "$f"
 }
+# A wheel built before from the same inputs (tools/wheel_cache.py: the source's sha256, the patch, Python,
+# TensorFlow, variant, build flags, architecture) is installed instead of building again, then checked like a
+# fresh build; COURSE_NO_BUILD_CACHE=1 always builds.
+WHEEL_CACHE=$ROOT/tools/wheel_cache.py
+HVD_KEY=
+hvd_flags=$(command -v mpicxx >/dev/null && echo mpi || echo nompi)
+if [ "${COURSE_NO_BUILD_CACHE:-0}" != 1 ] && [ -f "$WHEEL_CACHE" ]; then
+    HVD_KEY=$("$VENV/bin/python" "$WHEEL_CACHE" key "$HVD_SDIST_SHA256" "$HVD_PATCH" "$variant" "$hvd_flags" \
+        "$(uname -m)" "$("$VENV/bin/python" -c 'import sys
+from importlib.metadata import PackageNotFoundError, version
+def v(name):
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "-"
+print(sys.version, *(f"{n}=={v(n)}" for n in ("tensorflow", "tensorflow-cpu", "tf-keras", "numpy")))')") \
+        || HVD_KEY=
+fi
 if "$VENV/bin/python" -c "import horovod, sys; sys.exit(horovod.__version__ != '$HVD_VERSION')" 2>/dev/null \
         && hvd_has_tf && hvd_patched; then
     say "Horovod $HVD_VERSION already built with TensorFlow and the course's patches"
+elif [ -n "$HVD_KEY" ] && cached=$("$VENV/bin/python" "$WHEEL_CACHE" find "$HVD_KEY") \
+        && "${PIP[@]}" install -q --no-deps --force-reinstall "$cached" && hvd_has_tf && hvd_patched; then
+    say "Horovod $HVD_VERSION installed from the wheel this machine built before ($cached; checked like a build)"
 else
+    if [ -n "$HVD_KEY" ] && [ -n "${cached:-}" ]; then
+        say "the cached Horovod wheel $cached failed its checks ($HVD_WHY): dropped, building"
+        "$VENV/bin/python" "$WHEEL_CACHE" drop "$HVD_KEY"
+    fi
     command -v g++ >/dev/null && command -v cmake >/dev/null \
         || die "Horovod needs a C++ compiler and cmake: sudo apt-get install -y g++ cmake (then run again)"
     export HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1
@@ -183,10 +209,16 @@ else
     (cd "$HVD_SRC/horovod-$HVD_VERSION" && patch -p1 --batch --silent <"$HVD_PATCH")
     say "building Horovod $HVD_VERSION against TensorFlow (about 2-4 minutes on 2 cores)"
     "${PIP[@]}" uninstall -q -y horovod || true
-    "${PIP[@]}" install -q --no-cache-dir --no-build-isolation -c "$CONSTRAINTS" "$HVD_SRC/horovod-$HVD_VERSION"
-    rm -rf "$HVD_SRC"; trap - EXIT
+    "${PIP[@]}" wheel -q --no-deps --no-cache-dir --no-build-isolation -c "$CONSTRAINTS" \
+        -w "$HVD_SRC/wheel" "$HVD_SRC/horovod-$HVD_VERSION"
+    "${PIP[@]}" install -q --no-deps "$HVD_SRC"/wheel/horovod-*.whl
     hvd_has_tf || die "Horovod was built without TensorFlow or Gloo support ($HVD_WHY); see the build log above"
     hvd_patched || die "the installed Horovod ($(hvd_callbacks)) lacks the course's patch line: $HVD_PATCH_MARKER"
+    if [ -n "$HVD_KEY" ]; then
+        kept=$("$VENV/bin/python" "$WHEEL_CACHE" store "$HVD_KEY" "$HVD_SRC"/wheel/horovod-*.whl) \
+            && say "kept the wheel for the next set-up on this machine: $kept"
+    fi
+    rm -rf "$HVD_SRC"; trap - EXIT
 fi
 
 # --- 5. Jupyter kernel --------------------------------------------------------------------------------

@@ -1,0 +1,120 @@
+"""A cache of the Horovod wheel that set-up builds (tools/setup.sh, step 4), keyed by everything the build reads.
+
+Building Horovod against TensorFlow is most of a fresh clone's set-up (minutes on 2 cores). The build depends
+only on its inputs: the source package (its sha256), the course's patch, the Python and TensorFlow versions,
+the build variant (cpu/gpu), the HOROVOD_* build flags and the machine's architecture. Set-up asks this tool
+for a wheel built from the same inputs; on a hit it installs that wheel (and checks it exactly as it checks a
+fresh build: TensorFlow and Gloo load, the patch line is present); on a miss it builds a wheel, installs it and
+stores it here. This is what pip does with the wheels it builds from source packages, which the course's
+patched source folder does not get.
+
+Usage (set-up runs it with the venv's Python)::
+
+    python tools/wheel_cache.py key PART...            # print the key of these inputs
+    python tools/wheel_cache.py find KEY               # print the cached wheel's path; exit 1 on a miss
+    python tools/wheel_cache.py store KEY WHEEL        # keep a copy of WHEEL under KEY
+    python tools/wheel_cache.py drop KEY               # forget KEY (a cached wheel that failed its checks)
+
+The folder is ``$COURSE_BUILD_CACHE``, else ``$XDG_CACHE_HOME/course-dl``, else ``~/.cache/course-dl``.
+``COURSE_NO_BUILD_CACHE=1`` makes set-up build every time. Introduced for issue 31 (the check's time).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+__all__ = ["cache_dir", "drop", "find", "key", "store"]
+
+
+def cache_dir(env: dict[str, str] | None = None) -> Path:
+    """The cache folder (see the module docstring); not created here."""
+    env = dict(os.environ) if env is None else env
+    if env.get("COURSE_BUILD_CACHE"):
+        return Path(env["COURSE_BUILD_CACHE"])
+    base = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
+    return base / "course-dl"
+
+
+def key(parts: list[str]) -> str:
+    """A 24-hex-digit key of the build's inputs, in order; a part that is an absolute path to a file counts by
+    the file's content.
+
+    Raises:
+        ValueError: No parts (a key of nothing would match every build).
+    """
+    if not parts:
+        raise ValueError("key needs the build's inputs (e.g. the sdist sha256, the patch file, versions)")
+    digest = hashlib.sha256()
+    for part in parts:
+        path = Path(part)
+        data = path.read_bytes() if path.is_absolute() and path.is_file() else part.encode()
+        digest.update(hashlib.sha256(data).digest())
+    return digest.hexdigest()[:24]
+
+
+def find(build_key: str, root: Path | None = None) -> Path | None:
+    """The one wheel stored under ``build_key``, or None."""
+    folder = (root or cache_dir()) / build_key
+    wheels = sorted(folder.glob("*.whl")) if folder.is_dir() else []
+    return wheels[0] if len(wheels) == 1 else None
+
+
+def store(build_key: str, wheel: Path, root: Path | None = None) -> Path:
+    """Copy ``wheel`` under ``build_key`` atomically (a copy cut short leaves nothing under the key).
+
+    Raises:
+        FileNotFoundError: ``wheel`` is not a ``.whl`` file.
+    """
+    if not (wheel.is_file() and wheel.suffix == ".whl"):
+        raise FileNotFoundError(f"no wheel at {wheel}")
+    root = root or cache_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{build_key}.", dir=root))
+    try:
+        shutil.copy2(wheel, staging / wheel.name)
+        final = root / build_key
+        shutil.rmtree(final, ignore_errors=True)
+        staging.rename(final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return final / wheel.name
+
+
+def drop(build_key: str, root: Path | None = None) -> None:
+    """Forget ``build_key``'s wheel (nothing happens when there is none)."""
+    shutil.rmtree((root or cache_dir()) / build_key, ignore_errors=True)
+
+
+def main(argv: list[str]) -> int:
+    usage = "usage: wheel_cache.py key PART... | find KEY | store KEY WHEEL | drop KEY"
+    if not argv or argv[0] not in {"key", "find", "store", "drop"}:
+        print(usage, file=sys.stderr)
+        return 2
+    command, args = argv[0], argv[1:]
+    if command == "key":
+        print(key(args))
+        return 0
+    if command in {"find", "drop"} and len(args) == 1:
+        if command == "drop":
+            drop(args[0])
+            return 0
+        found = find(args[0])
+        if found is None:
+            return 1
+        print(found)
+        return 0
+    if command == "store" and len(args) == 2:
+        print(store(args[0], Path(args[1])))
+        return 0
+    print(usage, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
