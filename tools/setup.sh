@@ -178,7 +178,8 @@ if "$VENV/bin/python" -c "import horovod, sys; sys.exit(horovod.__version__ != '
         && hvd_has_tf && hvd_patched; then
     say "Horovod $HVD_VERSION already built with TensorFlow and the course's patches"
 elif [ -n "$HVD_KEY" ] && cached=$("$VENV/bin/python" "$WHEEL_CACHE" find "$HVD_KEY") \
-        && "${PIP[@]}" install -q --no-deps --force-reinstall "$cached" && hvd_has_tf && hvd_patched; then
+        && { "${PIP[@]}" uninstall -q -y horovod || true; } \
+        && "${PIP[@]}" install -q -c "$CONSTRAINTS" "$cached" && hvd_has_tf && hvd_patched; then
     say "Horovod $HVD_VERSION installed from the wheel this machine built before ($cached; checked like a build)"
 else
     if [ -n "$HVD_KEY" ] && [ -n "${cached:-}" ]; then
@@ -211,7 +212,7 @@ else
     "${PIP[@]}" uninstall -q -y horovod || true
     "${PIP[@]}" wheel -q --no-deps --no-cache-dir --no-build-isolation -c "$CONSTRAINTS" \
         -w "$HVD_SRC/wheel" "$HVD_SRC/horovod-$HVD_VERSION"
-    "${PIP[@]}" install -q --no-deps "$HVD_SRC"/wheel/horovod-*.whl
+    "${PIP[@]}" install -q -c "$CONSTRAINTS" "$HVD_SRC"/wheel/horovod-*.whl   # with its dependencies (cloudpickle...)
     hvd_has_tf || die "Horovod was built without TensorFlow or Gloo support ($HVD_WHY); see the build log above"
     hvd_patched || die "the installed Horovod ($(hvd_callbacks)) lacks the course's patch line: $HVD_PATCH_MARKER"
     if [ -n "$HVD_KEY" ]; then
