@@ -11,7 +11,9 @@ there (what CI does), so nothing of this checkout's venv or build is reused. ``b
 wall seconds, the machine's busy CPU-seconds over the run (``/proc/stat``: every process, so run it on an
 otherwise idle machine), the average busy cores (CPU-seconds / wall) and that over the machine's cores
 (utilisation), the exit status, the set-up time that ``tools/setup.sh`` printed, the load average before,
-and the commit. The whole output of each run is kept in ``build/check-time/`` (not committed). ``--summary``
+and the commit. The whole output of each run is kept in ``build/check-time/`` (not committed), with the per-test
+profile of benchmarks/suite_profile.py beside it (``<log>.profile.jsonl``; ``python -m benchmarks.suite_profile
+FILE`` sums it per file). ``--summary``
 prints the table of a results file.
 """
 
@@ -57,21 +59,28 @@ def commit() -> str:
                           text=True, check=True).stdout.strip()
 
 
+def profiled(env: dict[str, str], profile: Path) -> dict[str, str]:
+    """``env`` plus the per-test profile of benchmarks/suite_profile.py, written to ``profile``."""
+    opts = " ".join(filter(None, [env.get("PYTEST_ADDOPTS", ""), "-p benchmarks.suite_profile"]))
+    return {**env, "PYTEST_ADDOPTS": opts, "COURSE_SUITE_PROFILE": str(profile)}
+
+
 def fresh_run(keep_log: Path) -> dict:
-    """One fresh clone of HEAD, checked as CI does."""
+    """One fresh clone of HEAD, checked as CI does (per-test profile beside the log)."""
     scratch = Path(tempfile.mkdtemp(prefix="course-fresh-"))
     try:
         subprocess.run(["git", "clone", "-q", str(ROOT), str(scratch / "course")], check=True)
         env = {**os.environ, "CI": "true"}
         env.pop("VIRTUAL_ENV", None)
-        return timed(["bash", ".ci/run"], scratch / "course", keep_log, env)
+        return timed(["bash", ".ci/run"], scratch / "course", keep_log, profiled(env, keep_log.with_suffix(".profile.jsonl")))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
 def busy_run(keep_log: Path) -> dict:
     """The notebooks under strict nbval with a busy neighbour (make test-busy), in this checkout."""
-    return timed(["make", "--no-print-directory", "test-busy"], ROOT, keep_log)
+    return timed(["make", "--no-print-directory", "test-busy"], ROOT, keep_log,
+                 profiled(dict(os.environ), keep_log.with_suffix(".profile.jsonl")))
 
 
 def summary(path: Path) -> str:

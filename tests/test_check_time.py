@@ -44,3 +44,12 @@ def test_profile_summary_groups_by_file(tmp_path: Path) -> None:
     assert "notebooks/a.ipynb" in table.splitlines()[1] and " 1.50" in table.splitlines()[1]
     assert "first test start to last test stop: 25.0 s" in table
     assert suite_profile.busy_cpu_seconds() > 0
+
+
+def test_each_run_asks_pytest_for_its_per_test_profile(tmp_path: Path) -> None:
+    from benchmarks.check_time import profiled
+
+    env = profiled({"PYTEST_ADDOPTS": "-x", "PATH": "/bin"}, tmp_path / "p.jsonl")
+    assert env["PYTEST_ADDOPTS"] == "-x -p benchmarks.suite_profile"
+    assert env["COURSE_SUITE_PROFILE"] == str(tmp_path / "p.jsonl") and env["PATH"] == "/bin"
+    assert profiled({}, tmp_path / "p.jsonl")["PYTEST_ADDOPTS"] == "-p benchmarks.suite_profile"
