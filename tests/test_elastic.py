@@ -19,10 +19,12 @@ from course_lib.runner.faults import WorkerKiller, world_sizes
 from test_multiworker import leftovers
 
 SCRIPT = Path(__file__).resolve().parents[1] / "source_code" / "horovod_fmnist_elastic.py"
-EPOCHS = 6
+EPOCHS = 4  # as notebook 06: the kill lands in epoch 2, the group grows back at the end of epoch 2 or 3
 # The job must also learn. Measured on the 2-core machine (2026-11-21), 2 workers, 6 epochs of
 # 1024 images, NOT interrupted, seeds 1, 42, 7: test accuracy 0.785, 0.793, 0.758, epoch loss
-# 1.53-1.58 -> 0.44-0.49. The kill only changes how many workers share each epoch. Threshold with margin (chance: 0.10):
+# 1.53-1.58 -> 0.44-0.49. 4 epochs with the kill of notebook 06 (2026-11-26, twice): loss 1.61 -> 0.64, test
+# accuracy 0.789 on 512 test images. The kill only changes how
+# many workers share each epoch. Threshold with margin (chance: 0.10):
 MIN_ACCURACY = 0.4
 
 
