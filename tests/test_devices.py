@@ -161,12 +161,19 @@ history = model.fit(ds, epochs=2, steps_per_epoch=steps, verbose=0)
 test_ds, _, test_steps = pipeline.distribute_for_strategy(
     strategy, arrays.x_test, arrays.y_test, batch_size_per_replica=32, training=False)
 loss, acc = model.evaluate(test_ds, steps=test_steps, verbose=0)
+from course_lib.training import consumption
+later = consumption.ConsumedIds()   # first_epoch: a dataset of epoch 1 alone, for fit(initial_epoch=1, epochs=2)
+epoch_1, _, _ = pipeline.distribute_for_strategy(strategy, arrays.x_train, arrays.y_train, batch_size_per_replica=32,
+                                                  training=True, first_epoch=1, epochs=2, recorder=later)
+later_batches = sum(1 for _ in epoch_1)
 kernel = model.layers[0].kernel
 replica_digests = [models.weights_digest([v]) for v in kernel.values]
 print(json.dumps({"names": names, "again": again, "replicas": strategy.num_replicas_in_sync,
                   "global_batch": global_batch, "steps": steps, "loss": history.history["loss"],
                   "test_loss": loss, "replica_digests": replica_digests,
-                  "simulated": report.simulated, "text": report.text()}))
+                  "simulated": report.simulated, "text": report.text(),
+                  "later_epochs": [int(e) for e in later.epochs()], "later_batches": later_batches,
+                  "later_ids": later.event(1, 0)["unique"]}))
 """
     r = run_python(code, tmp_path)
     assert r["names"] == r["again"] and len(r["names"]) == 2
@@ -175,6 +182,7 @@ print(json.dumps({"names": names, "again": again, "replicas": strategy.num_repli
     assert r["loss"][1] < r["loss"][0]
     assert len(set(r["replica_digests"])) == 1  # both replicas hold the same weights
     assert r["simulated"] and "simulates 2 devices" in r["text"]
+    assert r["later_epochs"] == [1] and r["later_batches"] == r["steps"] and r["later_ids"] == 1024
 
 
 # The lessons' plans (plan_workers, machine_capacity) for every machine shape: tests/test_capacity.py.

@@ -233,7 +233,7 @@ def make_epochs_dataset(images: np.ndarray, labels: np.ndarray, *, batch_size: i
 
 def distribute_for_strategy(strategy: Any, images: np.ndarray, labels: np.ndarray, *,
                             batch_size_per_replica: int, training: bool, seed: int = 0,
-                            epochs: int | None = None,
+                            epochs: int | None = None, first_epoch: int = 0,
                             recorder: "ConsumedIds | None" = None) -> tuple[Any, int, int]:
     """Batches for a ``tf.distribute`` strategy (e.g. MirroredStrategy on one machine).
 
@@ -250,6 +250,9 @@ def distribute_for_strategy(strategy: Any, images: np.ndarray, labels: np.ndarra
         epochs: If given (training only), the dataset holds epochs ``0 .. epochs-1`` one after
             the other (see :func:`make_epochs_dataset`); use ``fit(..., epochs=epochs,
             steps_per_epoch=steps)``. If None, one epoch that repeats the same order.
+        first_epoch: With ``epochs``, the dataset starts at this epoch (``first_epoch .. epochs-1``);
+            ``fit(..., initial_epoch=first_epoch, epochs=epochs)`` then runs those epochs alone,
+            e.g. one at a time, interleaved with other models (notebook 02's measurement).
 
     Returns:
         ``(distributed_dataset, global_batch_size, steps)``; Keras needs ``steps`` for a
@@ -263,7 +266,7 @@ def distribute_for_strategy(strategy: Any, images: np.ndarray, labels: np.ndarra
     global_batch = plan.step_batch
     if training and epochs is not None:
         ds = make_epochs_dataset(images, labels, batch_size=global_batch, seed=seed, num_workers=1,
-                                 worker_index=0, first_epoch=0, last_epoch=epochs,
+                                 worker_index=0, first_epoch=first_epoch, last_epoch=epochs,
                                  recorder=recorder)
     else:
         ds = make_dataset(images, labels, batch_size=global_batch, training=training, seed=seed)
