@@ -35,8 +35,9 @@ class TrialRunner:
     def __init__(self, seed: int = 0) -> None:
         import tensorflow as tf
 
+        # late: these modules import TensorFlow, which importing course_lib.lessons must not
         from course_lib.training import models, seeding
-        from course_lib.training.keras2 import keras
+        from course_lib.training.keras2 import keras  # late: imports TensorFlow
 
         seeding.configure(seed, deterministic=True)
         self._tf = tf
@@ -67,7 +68,7 @@ class TrialRunner:
 
     def reset(self, optimizer: str, seed: int) -> Callable[..., Any]:
         """Start a run: the seed's initial weights, a zeroed optimizer; returns its traced step."""
-        from course_lib.training import models
+        from course_lib.training import models  # late: imports TensorFlow
 
         if seed not in self._initial:
             self._initial[seed] = models.build_model(seed=seed).get_weights()
@@ -79,8 +80,8 @@ class TrialRunner:
 
     def _step(self, name: str) -> tuple[Any, Callable[..., Any]]:
         if name not in self._steps:
-            from course_lib.training import models, optimizers
-            from course_lib.training.keras2 import keras
+            from course_lib.training import models, optimizers  # late: import TensorFlow
+            from course_lib.training.keras2 import keras  # late: imports TensorFlow
 
             tf, model, runner = self._tf, self.model, self
 

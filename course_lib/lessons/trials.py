@@ -115,7 +115,7 @@ def train_trial(settings: Mapping[str, Any], seed: int, split: Split, *, epochs:
 
     Introduced in notebooks/04_large_batch.ipynb.
     """
-    from course_lib.training import pipeline, seeding
+    from course_lib.training import pipeline, seeding  # late: import TensorFlow
 
     batch, n = int(settings["batch"]), len(split.y_train)
     if n % batch:
