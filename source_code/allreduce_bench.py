@@ -17,6 +17,13 @@ workers, compression); bandwidths are in GB/s (10^9 bytes per second). Horovod's
 (HOROVOD_CYCLE_TIME, HOROVOD_FUSION_THRESHOLD) are read from the environment as usual and
 reported in the ``config`` line. ``course_lib.lessons.allreduce_model`` fits the alpha-beta
 model to these lines (notebooks/05_communication.ipynb).
+
+``--cycle-times 5,25`` measures at several ``HOROVOD_CYCLE_TIME`` values in one launch, interleaved
+(Gloo only): every round restarts Horovod once per cycle time (``hvd.shutdown()``, a new
+``HOROVOD_CYCLE_TIME``, ``hvd.init()``; Horovod reads the variable at ``init``), the order of the
+cycle times reversed every other round, so that a change of the machine's load moves every cycle
+time alike. Each ``allreduce`` line carries its ``cycle_time_ms``; the repeats of a size are
+pooled over the ``--rounds``.
 """
 
 from __future__ import annotations
@@ -51,6 +58,17 @@ def message_sizes(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
     return sizes
 
 
+def cycle_times_flag(text: str) -> list[float]:
+    """argparse type: comma-separated cycle times in ms, each > 0, no repeats (``"5,25"``)."""
+    try:
+        values = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected cycle times in ms separated by commas, e.g. 5,25; got {text!r}")
+    if not values or any(v <= 0 for v in values) or len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(f"expected distinct cycle times > 0 ms, e.g. 5,25; got {text!r}")
+    return values
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Parse and check the flags; every bad flag exits here, before Horovod starts."""
     parser = argparse.ArgumentParser(
@@ -70,6 +88,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--compression", choices=("none", "fp16"), default="none",
                         help="fp16: hvd.Compression.fp16 (the tensor travels as float16, half "
                         "the bytes; bandwidths still count the float32 size)")
+    parser.add_argument("--cycle-times", type=cycle_times_flag, default=None,
+                        help="HOROVOD_CYCLE_TIME values (ms, comma-separated) measured interleaved in this one "
+                        "launch, Horovod restarted for each (Gloo only); default: the environment's")
+    parser.add_argument("--rounds", type=positive_int, default=1,
+                        help="rounds over the sizes (and the --cycle-times), --repeats timed calls per size each; "
+                        "the calls of every round are pooled")
     parser.add_argument("--json", action="store_true",
                         help="print JSON lines (config, one allreduce per size, done)")
     args = parser.parse_args(argv)
@@ -93,6 +117,26 @@ def controller_name() -> str:
     return "none"
 
 
+def time_sizes(hvd, tf, np, sizes: list[int], repeats: int, warmup: int, compression, tag: str) -> dict[int, list]:
+    """Per size: the slowest worker's time of each of ``repeats`` timed all-reduce calls (seconds)."""
+    sync = tf.zeros([1], tf.float32)
+    found = {}
+    for size in sizes:
+        tensor = tf.fill([size // 4], tf.constant(1.0 + hvd.rank(), tf.float32))
+        name = f"bench_{size}"  # Horovod: one name per size, so the response cache reuses it
+        for _ in range(warmup):
+            hvd.allreduce(tensor, op=hvd.Sum, name=name, compression=compression)
+        times = np.zeros(repeats)
+        for i in range(repeats):
+            hvd.allreduce(sync, op=hvd.Sum, name="bench_sync")  # Horovod: start together
+            start = time.perf_counter()
+            hvd.allreduce(tensor, op=hvd.Sum, name=name, compression=compression)  # Horovod
+            times[i] = time.perf_counter() - start
+        # Horovod: a call lasts as long as its slowest worker: take the maximum over ranks.
+        found[size] = list(hvd.allreduce(tf.constant(times), op=hvd.Max, name=f"bench_times_{tag}{size}").numpy())
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; returns the exit status."""
     args = parse_args(argv)
@@ -102,51 +146,58 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
     import tensorflow as tf
 
+    cycles = args.cycle_times or [None]  # None: the environment's HOROVOD_CYCLE_TIME, one start of Horovod
+    if cycles[0] is not None:
+        os.environ["HOROVOD_CYCLE_TIME"] = f"{cycles[0]:g}"
     hvd.init()  # Horovod: join the worker group (size 1 without horovodrun)
     tf.config.threading.set_intra_op_parallelism_threads(1)  # the tensors are made once; keep
     tf.config.threading.set_inter_op_parallelism_threads(1)  # the cores for Horovod's threads
     rank, workers = hvd.rank(), hvd.size()
     controller = controller_name()
+    if len(cycles) > 1 and controller != "gloo":
+        if rank == 0:
+            print(f"--cycle-times restarts Horovod, which {controller} cannot do: run it with --gloo", file=sys.stderr)
+        return 2
     # Horovod: fp16 compression casts the tensor to float16 before the all-reduce and back after.
     compression = hvd.Compression.fp16 if args.compression == "fp16" else hvd.Compression.none
     wire_factor = 0.5 if args.compression == "fp16" else 1.0
+    rounds = args.rounds
     if rank == 0:
         print(f"{workers} worker(s), controller {controller}, compression {args.compression}, "
-              f"{args.repeats} repeats after {args.warmup} warm-up calls per size", flush=True)
+              f"{args.repeats} repeats after {args.warmup} warm-up calls per size"
+              + (f", cycle times {cycles} ms interleaved" if len(cycles) > 1 else "") + f", {rounds} round(s)",
+              flush=True)
         emit("config", args.json, script="allreduce_bench.py", workers=workers,
-             controller=controller, compression=args.compression, repeats=args.repeats,
+             controller=controller, compression=args.compression, repeats=args.repeats * rounds,
              warmup=args.warmup, sizes=args.sizes,
-             cycle_time_ms=os.environ.get("HOROVOD_CYCLE_TIME"),
+             cycle_time_ms=os.environ.get("HOROVOD_CYCLE_TIME") if len(cycles) == 1 else args.cycle_times,
              fusion_threshold=os.environ.get("HOROVOD_FUSION_THRESHOLD"))
-        print(f"{'bytes':>12} {'median ms':>10} {'q1 ms':>9} {'q3 ms':>9} {'algbw GB/s':>11} "
-              f"{'busbw GB/s':>11}", flush=True)
+    pooled: dict[tuple, list] = {(c, size): [] for c in cycles for size in args.sizes}
+    for r in range(rounds):
+        for i, cycle in enumerate(cycles if r % 2 == 0 else cycles[::-1]):   # ABBA: a drift moves both alike
+            if len(cycles) > 1 and (r, i) != (0, 0):
+                hvd.shutdown()  # Horovod: stop, then start again with the next cycle time (read at init)
+                os.environ["HOROVOD_CYCLE_TIME"] = f"{cycle:g}"
+                hvd.init()
+            for size, times in time_sizes(hvd, tf, np, args.sizes, args.repeats, args.warmup, compression,
+                                          tag=f"{r}_{i}_").items():
+                pooled[(cycle, size)] += times
     ring = 2 * (workers - 1) / workers  # Horovod: bytes a ring all-reduce moves per byte, per link
-    sync = tf.zeros([1], tf.float32)
-    for size in args.sizes:
-        elements = size // 4
-        tensor = tf.fill([elements], tf.constant(1.0 + rank, tf.float32))
-        name = f"bench_{size}"  # Horovod: one name per size, so the response cache reuses it
-        for _ in range(args.warmup):
-            hvd.allreduce(tensor, op=hvd.Sum, name=name, compression=compression)
-        times = np.zeros(args.repeats)
-        for i in range(args.repeats):
-            hvd.allreduce(sync, op=hvd.Sum, name="bench_sync")  # Horovod: start together
-            start = time.perf_counter()
-            hvd.allreduce(tensor, op=hvd.Sum, name=name, compression=compression)  # Horovod
-            times[i] = time.perf_counter() - start
-        # Horovod: a call lasts as long as its slowest worker: take the maximum over ranks.
-        slowest = hvd.allreduce(tf.constant(times), op=hvd.Max, name=f"bench_times_{size}").numpy()
-        q1, median, q3 = (float(v) for v in np.percentile(slowest, [25, 50, 75]))
-        algbw = size / median / 1e9
-        busbw = algbw * ring
-        if rank == 0:
-            print(f"{size:>12} {median * 1e3:>10.3f} {q1 * 1e3:>9.3f} {q3 * 1e3:>9.3f} "
-                  f"{algbw:>11.3f} {busbw:>11.3f}", flush=True)
-            emit("allreduce", args.json, bytes=size, elements=elements,
-                 wire_bytes=int(size * wire_factor), repeats=args.repeats, median_s=median,
-                 q1_s=q1, q3_s=q3, algbw_gbps=algbw, busbw_gbps=busbw, controller=controller,
-                 workers=workers, compression=args.compression)
     if rank == 0:
+        print(f"{'cycle ms':>8} {'bytes':>12} {'median ms':>10} {'q1 ms':>9} {'q3 ms':>9} {'algbw GB/s':>11} "
+              f"{'busbw GB/s':>11}", flush=True)
+        for (cycle, size), times in pooled.items():
+            q1, median, q3 = (float(v) for v in np.percentile(times, [25, 50, 75]))
+            algbw = size / median / 1e9
+            busbw = algbw * ring
+            cycle_ms = cycle if cycle is not None else os.environ.get("HOROVOD_CYCLE_TIME")
+            print(f"{cycle_ms or '-':>8} {size:>12} {median * 1e3:>10.3f} {q1 * 1e3:>9.3f} {q3 * 1e3:>9.3f} "
+                  f"{algbw:>11.3f} {busbw:>11.3f}", flush=True)
+            emit("allreduce", args.json, bytes=size, elements=size // 4,
+                 wire_bytes=int(size * wire_factor), repeats=len(times), median_s=median,
+                 q1_s=q1, q3_s=q3, algbw_gbps=algbw, busbw_gbps=busbw, controller=controller,
+                 workers=workers, compression=args.compression,
+                 cycle_time_ms=float(cycle_ms) if cycle_ms else None)
         emit("done", args.json, sizes=len(args.sizes))
     return 0
 

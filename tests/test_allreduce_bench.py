@@ -35,6 +35,13 @@ def test_default_sizes_are_powers_of_4_from_4k_to_64m():
         8, 16, 32, 64]
 
 
+def test_cycle_times_are_distinct_positive_milliseconds():
+    bench = _load_bench()
+    args = bench.parse_args(["--cycle-times", "5,25", "--rounds", "2"])
+    assert (args.cycle_times, args.rounds) == ([5.0, 25.0], 2)
+    assert bench.parse_args([]).cycle_times is None                       # default: the environment's
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--min-bytes", "6"], "multiple of 4"),
     (["--max-bytes", "0"], "integer >= 1"),
@@ -42,6 +49,10 @@ def test_default_sizes_are_powers_of_4_from_4k_to_64m():
     (["--factor", "1"], "at least 2"),
     (["--repeats", "0"], "integer >= 1"),
     (["--compression", "int8"], "invalid choice"),
+    (["--cycle-times", "5,5"], "distinct cycle times"),
+    (["--cycle-times", "0,5"], "distinct cycle times > 0"),
+    (["--cycle-times", "five"], "separated by commas"),
+    (["--rounds", "0"], "integer >= 1"),
 ])
 def test_bad_flags_fail_before_horovod_starts(flags, message):
     started = time.monotonic()
@@ -84,3 +95,16 @@ def test_two_workers_report_every_size_and_leave_nothing(tmp_path):
     assert alive == []
     assert not [p for p in psutil.process_iter(["cmdline"])
                 if any(mark in a for a in (p.info["cmdline"] or ()))]
+
+
+@pytest.mark.horovod
+def test_cycle_times_are_measured_interleaved_in_one_launch():
+    result = run_horovod(BENCH, 2, ["--json", "--max-bytes", "16384", "--repeats", "2", "--warmup", "1",
+                                    "--rounds", "2", "--cycle-times", "1,25"],
+                         env={"TF_CPP_MIN_LOG_LEVEL": "2"}, show="none", timeout=240, cwd=ROOT)
+    table = allreduce_model.bench_table([e for rank, e in result.events if rank == 0])
+    assert list(zip(table["cycle_ms"], table["bytes"])) == [(1.0, 4096), (1.0, 16384), (25.0, 4096), (25.0, 16384)]
+    assert set(table["workers"]) == {2} and all(e["repeats"] == 4 for _, e in result.events if e["event"] == "allreduce")
+    # Horovod restarted with each cycle time: a call waits for the next cycle, so 25 ms is slower than 1 ms.
+    by_cycle = table.groupby("cycle_ms")["median_ms"].min()
+    assert by_cycle[25.0] > by_cycle[1.0] + 5

@@ -108,6 +108,14 @@ def test_bench_table_and_plot():
         am.bench_table([{"event": "config"}])
 
 
+def test_bench_table_keeps_one_row_per_cycle_time_and_size():
+    cycles = [dict(e, cycle_time_ms=c) for c in (5.0, 1.0) for e in _events("gloo") if e["event"] == "allreduce"]
+    table = am.bench_table(cycles)
+    assert len(table) == 16 and list(table["cycle_ms"].unique()) == [1.0, 5.0]       # sorted by cycle, then size
+    assert list(table[table["cycle_ms"] == 5]["bytes"]) == sorted(SIZES)
+    assert am.bench_table(_events("gloo"))["cycle_ms"].isna().all()                  # a line without it: NaN
+
+
 def test_check_prediction(capsys):
     model = AlphaBeta(alpha_s=1e-3, beta_bytes_per_s=1e9, workers=2)
     size = 16 * 2 ** 20

@@ -105,7 +105,9 @@ def bench_table(events: Iterable[Mapping[str, Any]]) -> "pandas.DataFrame":
 
     Returns:
         Columns ``bytes``, ``median_ms``, ``q1_ms``, ``q3_ms``, ``algbw_gbps``, ``busbw_gbps``,
-        ``workers``, ``controller``, ``compression``, sorted by size.
+        ``workers``, ``controller``, ``compression``, ``cycle_ms`` (the run's ``HOROVOD_CYCLE_TIME``, NaN
+        when the line does not say; ``allreduce_bench.py --cycle-times`` gives one row per size and cycle
+        time), sorted by cycle time and size.
 
     Raises:
         ValueError: If there is no ``allreduce`` event (was the script run with ``--json``?).
@@ -115,11 +117,12 @@ def bench_table(events: Iterable[Mapping[str, Any]]) -> "pandas.DataFrame":
     rows = [{"bytes": int(e["bytes"]), "median_ms": e["median_s"] * 1e3, "q1_ms": e["q1_s"] * 1e3,
              "q3_ms": e["q3_s"] * 1e3, "algbw_gbps": e["algbw_gbps"], "busbw_gbps": e["busbw_gbps"],
              "workers": int(e["workers"]), "controller": e["controller"],
-             "compression": e.get("compression", "none")}
+             "compression": e.get("compression", "none"),
+             "cycle_ms": float(e["cycle_time_ms"]) if e.get("cycle_time_ms") is not None else math.nan}
             for e in events if e.get("event") == "allreduce"]
     if not rows:
         raise ValueError("no 'allreduce' events: run source_code/allreduce_bench.py with --json")
-    return pd.DataFrame(rows).sort_values("bytes", ignore_index=True)
+    return pd.DataFrame(rows).sort_values(["cycle_ms", "bytes"], ignore_index=True, kind="stable")
 
 
 def fit_alpha_beta(sizes_bytes: Sequence[float], seconds: Sequence[float],
