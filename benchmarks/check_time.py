@@ -32,6 +32,7 @@ from datetime import date
 from pathlib import Path
 
 from benchmarks.machine import describe_machine, load_average
+from benchmarks import suite_profile
 from benchmarks.suite_profile import busy_cpu_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,7 +62,7 @@ def commit() -> str:
 
 def profiled(env: dict[str, str], profile: Path) -> dict[str, str]:
     """``env`` plus the per-test profile of benchmarks/suite_profile.py, written to ``profile``."""
-    opts = " ".join(filter(None, [env.get("PYTEST_ADDOPTS", ""), "-p benchmarks.suite_profile"]))
+    opts = " ".join(filter(None, [env.get("PYTEST_ADDOPTS", ""), suite_profile.PLUGIN_OPTION]))
     return {**env, "PYTEST_ADDOPTS": opts, "COURSE_SUITE_PROFILE": str(profile)}
 
 

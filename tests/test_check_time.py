@@ -53,3 +53,20 @@ def test_each_run_asks_pytest_for_its_per_test_profile(tmp_path: Path) -> None:
     assert env["PYTEST_ADDOPTS"] == "-x -p benchmarks.suite_profile"
     assert env["COURSE_SUITE_PROFILE"] == str(tmp_path / "p.jsonl") and env["PATH"] == "/bin"
     assert profiled({}, tmp_path / "p.jsonl")["PYTEST_ADDOPTS"] == "-p benchmarks.suite_profile"
+
+
+def test_pytest_runs_that_tests_start_do_not_inherit_the_plugin(tmp_path: Path) -> None:
+    """A scratch copy of the course has no benchmarks/: a nested pytest given the plugin would not start."""
+    import os
+    import subprocess
+    import sys
+
+    probe = tmp_path / "test_probe.py"
+    probe.write_text("import os\n\ndef test_env():\n    print('ADDOPTS=' + repr(os.environ.get('PYTEST_ADDOPTS')))\n")
+    env = {**os.environ, "PYTEST_ADDOPTS": "-q -p benchmarks.suite_profile",
+           suite_profile.ENV: str(tmp_path / "p.jsonl"), "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-s", "-p", "no:cacheprovider", str(probe)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "ADDOPTS='-q'" in done.stdout, done.stdout
+    assert "test_probe.py::test_env" in (tmp_path / "p.jsonl").read_text()   # the session itself still profiles
