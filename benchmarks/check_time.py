@@ -113,8 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     for index in range(args.runs):
         log = ROOT / "build" / "check-time" / f"{out.stem}-{args.kind}-{index + 1}.log"   # not committed
         log.parent.mkdir(parents=True, exist_ok=True)
+        tested = commit()   # before the run: HEAD may move while it runs (the clone is of this commit)
         record = (fresh_run if args.kind == "fresh" else busy_run)(log)
-        record = {"kind": args.kind, "commit": commit(), "date": str(date.today()), "run": index + 1,
+        record = {"kind": args.kind, "commit": tested, "date": str(date.today()), "run": index + 1,
                   "machine": {k: machine[k] for k in ("cores", "cpu_model", "python")}, **record}
         with out.open("a") as stream:
             stream.write(json.dumps(record) + "\n")
