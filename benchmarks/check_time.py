@@ -33,7 +33,6 @@ from pathlib import Path
 
 from benchmarks.machine import describe_machine, load_average
 from benchmarks import suite_profile
-from benchmarks.suite_profile import busy_cpu_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
 SETUP_DONE = re.compile(r"\[setup\] done in (\d+) s")
@@ -42,10 +41,10 @@ SETUP_DONE = re.compile(r"\[setup\] done in (\d+) s")
 def timed(command: list[str], cwd: Path, log: Path, env: dict[str, str] | None = None) -> dict:
     """Run ``command`` with its output in ``log``; wall, busy CPU-seconds and exit status."""
     load = load_average()
-    busy, start = busy_cpu_seconds(), time.monotonic()
+    busy, start = suite_profile.busy_cpu_seconds(), time.monotonic()
     with log.open("w") as out:
         rc = subprocess.run(command, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env=env).returncode
-    wall, cpu = time.monotonic() - start, busy_cpu_seconds() - busy
+    wall, cpu = time.monotonic() - start, suite_profile.busy_cpu_seconds() - busy
     cores = os.cpu_count() or 1
     text = log.read_text(errors="replace")
     setup = SETUP_DONE.search(text)

@@ -92,29 +92,22 @@ def drop(build_key: str, root: Path | None = None) -> None:
 
 
 def main(argv: list[str]) -> int:
-    usage = "usage: wheel_cache.py key PART... | find KEY | store KEY WHEEL | drop KEY"
-    if not argv or argv[0] not in {"key", "find", "store", "drop"}:
-        print(usage, file=sys.stderr)
-        return 2
-    command, args = argv[0], argv[1:]
-    if command == "key":
+    command, args = (argv[0], argv[1:]) if argv else ("", [])
+    if command == "key" and args:
         print(key(args))
-        return 0
-    if command in {"find", "drop"} and len(args) == 1:
-        if command == "drop":
-            drop(args[0])
-            return 0
+    elif command == "find" and len(args) == 1:
         found = find(args[0])
         if found is None:
             return 1
         print(found)
-        return 0
-    if command == "store" and len(args) == 2:
+    elif command == "store" and len(args) == 2:
         print(store(args[0], Path(args[1])))
-        return 0
-    print(usage, file=sys.stderr)
-    return 2
-
+    elif command == "drop" and len(args) == 1:
+        drop(args[0])
+    else:
+        print("usage: wheel_cache.py key PART... | find KEY | store KEY WHEEL | drop KEY", file=sys.stderr)
+        return 2
+    return 0
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
