@@ -18,7 +18,7 @@ and each layer's imports as ``tests/test_layers.MAY_IMPORT`` enforces them.
     ``seeding``, ``checkpoints``, ``schedules`` and ``files`` (atomic writes).
 ``runner/`` (imports training)
     Starting training processes from a notebook: ``launch`` (``run_horovod``, ``run_python``),
-    ``options`` (the launchers' shared keywords), ``preflight`` (input checks), ``placing`` (what a
+    ``horovodrun`` (horovodrun without its per-launch build check), ``options`` (the launchers' shared keywords), ``preflight`` (input checks), ``placing`` (what a
     launch holds), ``execute`` (the launchers' shared glue), ``slots`` (machine-wide queue and grants),
     ``place_rank`` (the rank wrapper), ``processes`` and ``watchdog`` (process groups and clean-up),
     ``runlog`` (rank prefixes and JSON lines into a RunResult), ``multiworker`` and ``supervise``

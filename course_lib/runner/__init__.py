@@ -1,6 +1,8 @@
 """The runner layer: start training processes from a notebook, stream them, clean them up.
 
-``launch`` is the entry point (``run_horovod``, ``run_python``); ``options`` declares the keywords
+``launch`` is the entry point (``run_horovod``, ``run_python``), which starts ``horovodrun`` as
+``python -m course_lib.runner.horovodrun`` (Horovod's own launcher, its build check answered from a kept
+file); ``options`` declares the keywords
 every launcher shares; ``preflight`` checks every input before anything starts; ``placing`` decides
 what a launch holds on this machine; ``execute`` is the glue every launcher shares (hold slots, hand
 each rank its share, stream, collect, raise); ``place_rank`` is the rank wrapper that puts a rank on

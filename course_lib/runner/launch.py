@@ -36,7 +36,7 @@ from course_lib.runner.options import Launch, RunOptions
 from course_lib.runner.placing import parse_hosts, placed, plan_placement
 from course_lib.runner.preflight import (
     CONTROLLERS, LaunchError, check_hosts, check_mpirun, check_script, check_strings, find_horovodrun,
-    hosts_are_local)
+    horovod_launcher, hosts_are_local)
 from course_lib.runner.runlog import RunResult
 from course_lib.runner.slots import SlotsBusyError
 
@@ -46,19 +46,21 @@ __all__ = [
 ]
 
 
-def build_horovod_command(horovodrun: str, num_workers: int, program: Sequence[str],
+def build_horovod_command(horovodrun: str | Sequence[str], num_workers: int, program: Sequence[str],
                           hosts: str | None, controller: str | None,
                           extra_horovodrun_args: Sequence[str]) -> list[str]:
     """The ``horovodrun`` argument list (no validation; see :func:`run_horovod`).
 
     Args:
+        horovodrun: The launcher: a path, or an argument list such as :func:`horovod_launcher`'s.
         program: What each rank runs: ``[python, script, *args]``, behind the rank wrapper when the
             run is placed on this machine (:func:`course_lib.runner.placing.placed`).
 
     Returns:
         ``[horovodrun, -np, N, (--gloo|--mpi), (-H, hosts), *extra, *program]``.
     """
-    command = [horovodrun, "-np", str(num_workers)]
+    command = [horovodrun] if isinstance(horovodrun, str) else list(horovodrun)
+    command += ["-np", str(num_workers)]
     if controller is not None:
         command.append(f"--{controller}")
     if hosts is not None:
@@ -108,7 +110,7 @@ def run_horovod(script: str | os.PathLike[str], num_workers: int, script_args: S
             raise LaunchError(f"num_workers={num_workers} exceeds the {total} slots of "
                               f"hosts={hosts!r}; add slots (host:slots) or use fewer workers")
     place = plan_placement(num_workers, hosts=hosts, device=run.device, oversubscribe=run.oversubscribe)
-    horovodrun = find_horovodrun(run.python)
+    horovodrun = horovod_launcher(run.python, find_horovodrun(run.python))
     if controller == "mpi":
         check_mpirun(dict(os.environ) | dict(run.env or {}))
         # Open MPI busy-polls while a rank waits; on a CPU-only machine that steals the cores the

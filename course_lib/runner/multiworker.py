@@ -33,7 +33,7 @@ from course_lib.runner.options import Launch, RunOptions
 from course_lib.runner.placing import RANK_WRAPPER, PlaceRequest, placed, plan_placement
 from course_lib.runner.preflight import (
     LaunchError, check_hosts, check_int, check_mpirun, check_ports, check_script,
-    check_strings, check_worker_range, find_horovodrun)
+    check_strings, check_worker_range, find_horovodrun, horovod_launcher)
 from course_lib.runner.runlog import RunResult
 from course_lib.runner.supervise import SPEC_VAR
 from course_lib.training.placement import WORKER_INDEX_ENV
@@ -64,14 +64,16 @@ def tf_config(ports: Sequence[int], index: int, host: str = "localhost") -> str:
                        "task": {"type": "worker", "index": index}})
 
 
-def build_elastic_command(horovodrun: str, python: str, script: Path, script_args: Sequence[str],
+def build_elastic_command(horovodrun: str | Sequence[str], python: str, script: Path, script_args: Sequence[str],
                           *, num_workers: int, min_workers: int, max_workers: int,
                           discovery_script: Path, network_interface: str | None,
                           cooldown_range: tuple[int, int] | None, elastic_timeout: int,
                           extra: Sequence[str] = (), wrapper: Sequence[str] = ()) -> list[str]:
-    """The elastic ``horovodrun`` argument list (no validation; see :func:`run_elastic`); ``wrapper``
-    (the rank wrapper of a placed run) goes in front of ``python``."""
-    command = [horovodrun, "-np", str(num_workers), "--min-np", str(min_workers),
+    """The elastic ``horovodrun`` argument list (no validation; see :func:`run_elastic`); ``horovodrun`` is a
+    path or an argument list (:func:`~course_lib.runner.preflight.horovod_launcher`); ``wrapper`` (the rank
+    wrapper of a placed run) goes in front of ``python``."""
+    command = [horovodrun] if isinstance(horovodrun, str) else list(horovodrun)
+    command += ["-np", str(num_workers), "--min-np", str(min_workers),
                "--max-np", str(max_workers), "--host-discovery-script", str(discovery_script),
                "--elastic-timeout", str(elastic_timeout)]
     if network_interface:
@@ -151,7 +153,7 @@ def run_elastic(script: str | os.PathLike[str], script_args: Sequence[str] = (),
     check_int("elastic_timeout", elastic_timeout)
     place = plan_placement(max_workers, hosts=hosts, device=run.device, oversubscribe=run.oversubscribe)
     command = build_elastic_command(
-        find_horovodrun(run.python), run.python, path, args, num_workers=num_workers,
+        horovod_launcher(run.python, find_horovodrun(run.python)), run.python, path, args, num_workers=num_workers,
         min_workers=min_workers, max_workers=max_workers, discovery_script=discovery.resolve(),
         network_interface=network_interface, cooldown_range=cooldown_range,
         elastic_timeout=elastic_timeout, extra=extra, wrapper=RANK_WRAPPER if place else ())

@@ -21,11 +21,13 @@ from typing import Any, Mapping, Sequence
 from course_lib.training.capacity import Capacity, CapacityError, machine_capacity
 from course_lib.training.hardware import gpu_names
 
-__all__ = ["LaunchError", "capacity", "hosts_are_local", "find_horovodrun", "gpu_count", "check_hosts",
+__all__ = ["LaunchError", "capacity", "hosts_are_local", "find_horovodrun", "horovod_launcher", "gpu_count", "check_hosts",
            "check_script", "check_strings", "check_env", "check_common", "check_mpirun", "check_int",
            "check_worker_range", "check_ports", "CONTROLLERS"]
 
 CONTROLLERS = ("gloo", "mpi", None)
+#: ``python -m`` this: horovodrun with its build check answered from a file (:mod:`course_lib.runner.horovodrun`).
+LAUNCHER_MODULE = "course_lib.runner.horovodrun"
 _SHOW = ("rank0", "all", "none")
 _INSTALL_HINT = (
     "install it into this environment: run `make setup` (builds Horovod into .venv), or "
@@ -94,6 +96,18 @@ def find_horovodrun(python: str = sys.executable) -> str:
         f"horovodrun was not found next to {python} nor on PATH; "
         + _INSTALL_HINT.format(python=python)
     )
+
+
+def horovod_launcher(python: str, horovodrun: str) -> list[str]:
+    """How the course starts ``horovodrun`` for ranks that run ``python``: ``[python, -m, LAUNCHER_MODULE]``.
+
+    That is Horovod's own launcher with its per-launch build check (a forked TensorFlow import, 5-10 s)
+    answered from a kept file (:mod:`course_lib.runner.horovodrun`). ``horovodrun`` is the path that
+    :func:`find_horovodrun` found, proof that Horovod's launcher is installed for ``python``.
+    """
+    if not horovodrun:
+        raise LaunchError("horovodrun was not found; " + _INSTALL_HINT.format(python=python))
+    return [python, "-m", LAUNCHER_MODULE]
 
 
 def check_hosts(hosts: str) -> int:

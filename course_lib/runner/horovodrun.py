@@ -1,0 +1,139 @@
+"""``horovodrun`` without its per-launch build check: Horovod's own launcher, the check's answers kept.
+
+Before it starts a single rank, ``horovodrun`` asks whether Horovod was built with MPI (and, for
+``--gloo`` or elastic runs, with Gloo). Each question forks a process that imports
+``horovod.tensorflow``, that is TensorFlow (``horovod.common.util._check_extension_lambda``): about 5 s
+on a quiet 2-core machine, 10 s on a busy one, on every launch, although the answer changes only when
+Horovod is reinstalled. The course launches ``horovodrun`` a few dozen times in its notebooks and tests.
+
+``python -m course_lib.runner.horovodrun ARGS`` is ``horovodrun ARGS``: it calls Horovod's own
+``horovod.runner.launch.run_commandline`` with the same arguments. Only the build questions
+(``mpi_built``, ``gloo_built``, ``nccl_built``, ``ddl_built``, ``ccl_built``) are answered from a file
+kept per installed extension: the key is this interpreter and the path, size, modification time and inode
+of every Horovod extension library that exists (``horovod/{tensorflow,torch,mxnet}/mpi_lib*.so``), so a
+reinstalled Horovod is asked again. A question not kept yet is asked of Horovod the usual way and its
+answer kept. ``--verbose`` questions (``horovodrun --check-build --verbose``) always go to Horovod. An
+unreadable or unwritable file only costs the check's time.
+
+The file is ``$COURSE_BUILD_CACHE/horovod-build-check.json``, else under ``$XDG_CACHE_HOME/course-dl``,
+else ``~/.cache/course-dl`` (the folder of set-up's wheel cache, ``tools/wheel_cache.py``).
+
+On a cluster, type ``horovodrun`` itself; both take the same arguments and start the same ranks.
+
+Introduced in notebooks/03_horovod.ipynb (:func:`course_lib.runner.launch.run_horovod` starts every
+Horovod run through it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+__all__ = ["CHECKS", "FILE_NAME", "cache_file", "extension_key", "keep_answers", "main"]
+
+#: The build questions horovodrun asks (names in ``horovod.runner.launch``).
+CHECKS = ("mpi_built", "gloo_built", "nccl_built", "ddl_built", "ccl_built")
+FILE_NAME = "horovod-build-check.json"
+_FRAMEWORKS = ("tensorflow", "torch", "mxnet")  # horovod.common.util.EXTENSIONS
+_KEEP = 8  # installs remembered
+
+
+def cache_file(env: Mapping[str, str] | None = None) -> Path:
+    """Where the answers are kept (see the module docstring); not created here."""
+    env = os.environ if env is None else env
+    if env.get("COURSE_BUILD_CACHE"):
+        return Path(env["COURSE_BUILD_CACHE"]) / FILE_NAME
+    base = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
+    return base / "course-dl" / FILE_NAME
+
+
+def extension_key(horovod_dir: Path, python: str = sys.executable) -> str | None:
+    """A key that changes whenever an installed Horovod extension library does (``None``: none is installed)."""
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    parts = [python]
+    for framework in _FRAMEWORKS:
+        library = horovod_dir / framework / f"mpi_lib{suffix}"
+        try:
+            stat = library.stat()
+        except OSError:
+            continue
+        parts.append(f"{library}:{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ino}")
+    if len(parts) == 1:
+        return None
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:24]
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write(path: Path, data: dict[str, Any]) -> None:
+    """Replace ``path`` whole (a temporary file renamed over it), or leave it as it was."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        with os.fdopen(handle, "w") as out:
+            json.dump(data, out, indent=1)
+        os.replace(temporary, path)
+    except OSError:
+        try:
+            os.unlink(temporary)
+        except (OSError, UnboundLocalError):
+            pass
+
+
+def keep_answers(module: Any, key: str, path: Path) -> None:
+    """Replace ``module``'s build questions by ones that answer from ``path`` under ``key``.
+
+    Args:
+        module: ``horovod.runner.launch`` (or a stand-in with the functions of :data:`CHECKS`).
+        key: :func:`extension_key` of the installed Horovod.
+        path: :func:`cache_file`.
+    """
+    def kept(name: str, ask: Callable[..., Any]) -> Callable[..., Any]:
+        def answer(verbose: bool = False) -> Any:
+            if verbose:
+                return ask(verbose=True)
+            answers = _read(path).get(key, {})
+            if name in answers:
+                return answers[name]
+            result = ask(verbose=False)
+            if isinstance(result, (bool, type(None))):
+                data = _read(path)
+                entry = data.pop(key, None)
+                entry = {**(entry if isinstance(entry, dict) else {}), name: result}
+                kept_keys = list(data)[-(_KEEP - 1):]  # the newest installs (several venvs share the file)
+                _write(path, {**{k: data[k] for k in kept_keys}, key: entry})
+            return result
+        answer.__name__ = name
+        answer.__doc__ = f"horovod's {name}, answered from {path} when kept"
+        return answer
+
+    for name in CHECKS:
+        setattr(module, name, kept(name, getattr(module, name)))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run horovodrun with ``argv`` (default: this process's arguments), its build check answered from the file."""
+    import horovod
+    from horovod.runner import launch
+
+    key = extension_key(Path(horovod.__file__).parent)
+    if key is not None:
+        keep_answers(launch, key, cache_file())
+    sys.argv = ["horovodrun", *(sys.argv[1:] if argv is None else argv)]
+    launch.run_commandline()  # raises (exit status 1) when a rank fails, as horovodrun does
+
+
+if __name__ == "__main__":
+    main()
