@@ -24,6 +24,18 @@ def test_architecture_logits_and_softmax():
     assert np.allclose(out.sum(axis=1), 1.0, atol=1e-5)
 
 
+def test_width_divides_the_convolutions_only():
+    """Notebook 04's narrow CNN: the same layers, width-times fewer filters; Dense 128 and the output stay."""
+    wide, narrow = models.build_model(seed=0), models.build_model(seed=0, width=4)
+    assert [layer.filters for layer in narrow.layers[:2]] == [8, 16]
+    assert [type(layer).__name__ for layer in narrow.layers] == [type(layer).__name__ for layer in wide.layers]
+    assert narrow.layers[5].units == 128 and narrow.output_shape == (None, 10)
+    assert narrow.name == "course_cnn_w4" and wide.name == "course_cnn"
+    assert narrow.count_params() < wide.count_params() / 3
+    with pytest.raises(ValueError, match="divisor of 32"):
+        models.build_model(seed=0, width=3)
+
+
 @pytest.mark.parametrize("model_logits", [True, False])
 def test_loss_must_match_output(model_logits):
     model = models.build_model(from_logits=model_logits, seed=0)

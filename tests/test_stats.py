@@ -104,3 +104,14 @@ def test_a_verdict_deciding_by_itself_fails(tmp_path):
     assert planted != text
     knobs.write_text(planted, encoding="utf-8")
     assert any("knobs.py:compare" in p for p in owner_problems(tmp_path))
+
+
+def test_spread_upper_bound_follows_the_chi_square_table() -> None:
+    """sqrt(df / chi2(0.10, df)) from the table: df 15 -> 8.547, df 7 -> 2.833, df 3 -> 0.584."""
+    for samples, chi2_10, rel in ((16, 8.547, 1e-3), (8, 2.833, 1e-3), (4, 0.584, 7e-3)):
+        df = samples - 1
+        assert stats.spread_upper_bound(1.0, samples) == pytest.approx(math.sqrt(df / chi2_10), rel=rel)
+    assert stats.spread_upper_bound(0.03, 16) > 0.03 and stats.spread_upper_bound(0.0, 5) == 0.0
+    assert stats.spread_upper_bound(1.0, 100) < stats.spread_upper_bound(1.0, 10)   # more samples, tighter
+    with pytest.raises(ValueError, match="samples >= 2"):
+        stats.spread_upper_bound(1.0, 1)

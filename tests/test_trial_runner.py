@@ -58,3 +58,13 @@ def test_the_rate_is_the_course_warmup_schedule(runner: trials.TrialRunner, warm
     reference = schedules.linear_warmup(peak, warmup, growth) if warmup else (lambda step: peak)
     for step in range(8):
         assert float(runner.rate(step)) == pytest.approx(float(reference(step)), rel=1e-6), step
+
+
+def test_a_narrow_runner_trains_the_narrow_cnn_from_its_seed() -> None:
+    """TrialRunner(width=4) (notebook 04) starts each run from build_model(seed, width=4)'s weights."""
+    from course_lib.training import models
+
+    narrow = trials.TrialRunner(width=4)
+    assert narrow.model.count_params() == models.build_model(seed=0, width=4).count_params()
+    narrow.reset("sgd", 7)
+    assert models.weights_digest(narrow.model) == models.weights_digest(models.build_model(seed=7, width=4))

@@ -3,7 +3,7 @@
 Building, compiling and tracing a Keras model for every run cost notebook 04 more than the runs'
 few hundred updates. A :class:`TrialRunner` builds the course CNN once, traces one training step
 per optimizer and one prediction function, and starts every run from a clean state instead: the
-weights are assigned from the seed's initial weights (those of ``build_model(seed=seed)``), the
+weights are assigned from the seed's initial weights (those of ``build_model(seed=seed, width=...)``), the
 optimizer's slots and update counter are zeroed, the learning-rate schedule reads its peak, start
 and warm-up length from variables (a new configuration retraces nothing) and the dropout generators
 are reseeded from ``(seed, epoch)`` at every epoch start, like ``ReseedDropout`` in the scripts.
@@ -28,11 +28,13 @@ class TrialRunner:
 
     Args:
         seed: Seed of op-level randomness set up once (the runs' own randomness comes from theirs).
+        width: Divisor of the CNN's convolution filters (``models.build_model(width=...)``); 1 is the
+            course CNN, notebook 04 trains a narrower one (its runs are compute-bound).
 
     Introduced in notebooks/04_large_batch.ipynb.
     """
 
-    def __init__(self, seed: int = 0) -> None:
+    def __init__(self, seed: int = 0, *, width: int = 1) -> None:
         import tensorflow as tf
 
         # late: these modules import TensorFlow, which importing course_lib.lessons must not
@@ -41,7 +43,8 @@ class TrialRunner:
 
         seeding.configure(seed, deterministic=True)
         self._tf = tf
-        self.model = models.build_model(seed=seed)
+        self.width = width
+        self.model = models.build_model(seed=seed, width=width)
         self.model(np.zeros((1, *models.INPUT_SHAPE), np.float32), training=True)  # dropout generators
         self._initial: dict[int, list[np.ndarray]] = {}
         self._loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
@@ -71,7 +74,7 @@ class TrialRunner:
         from course_lib.training import models  # late: imports TensorFlow
 
         if seed not in self._initial:
-            self._initial[seed] = models.build_model(seed=seed).get_weights()
+            self._initial[seed] = models.build_model(seed=seed, width=self.width).get_weights()
         opt, step = self._step(optimizer)
         self.model.set_weights(self._initial[seed])
         for variable in opt.variables:
