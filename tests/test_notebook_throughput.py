@@ -74,7 +74,7 @@ def test_the_cell_callback_is_short() -> None:
 
 
 @pytest.mark.parametrize(("batch", "cap", "epochs"), [
-    (1024, None, [[0.9] * 5, [0.11] * 5, [0.1, 0.12, 0.09, 0.1, 0.13]]),      # 01's run: 5 floored steps
+    (256, None, [[0.9] * 5, [0.11] * 5, [0.1, 0.12, 0.09, 0.1, 0.13]]),       # 01's run: 5 floored steps
     (100, 950, [[1.0] * 10, [0.1] * 10, [0.2] * 9 + [0.05]]),                # partial last batch: capped
     (64, None, [[0.5] * 3, [0.01] * 40, [0.02] * 40, [0.015] * 40, [0.03] * 7]),  # a short last epoch
 ])

@@ -13,7 +13,8 @@ Every epoch is also timed in CPU seconds (:class:`course_lib.training.cpuclock.C
 epoch in which the process got far fewer cores than it should (other load, or a wait with the
 cores idle, like the one in benchmarks/README.md, "The factor-of-two mode") is flagged ``disturbed``
 (summary and epoch event) and, with ``exclude_disturbed=True``, left out of the mean;
-:func:`remeasure_disturbed` runs a fresh epoch in its place (notebook 01's batch-size sweep).
+:func:`remeasure_disturbed` runs a fresh epoch in its place (notebook 01's batch-size sweep re-runs
+a whole round of its batch sizes instead, judged by :func:`below_peak_cpu`: course_lib.lessons.experiments).
 
 Introduced in notebooks/02_mirrored_strategy.ipynb.
 """
