@@ -124,6 +124,28 @@ def test_rank0_prints_json_lines_others_silent():
     assert event["loss"] == 0.25 and event["accuracy"] == 0.5 and event["lr"] == 0.1
 
 
+def test_keep_across_fits_counts_one_epoch_per_fit_and_names_the_run():
+    """mirrored_fmnist.py --ceiling: one fit per epoch, in turn with another model, one meter for all of them."""
+    clock = FakeClock()
+    out = io.StringIO()
+    kept = meter(clock, 10, warmup_epochs=1, keep_across_fits=True, label="ceiling", json_lines=True,
+                 verbose=True, stream=out)
+    anew = meter(clock, 10, warmup_epochs=1)
+    for epoch, step in enumerate([1.0, 0.1, 0.2]):   # each epoch its own fit: on_train_begin every time
+        for m in (kept, anew):
+            m.on_train_begin()
+            run_epoch(m, clock, epoch, [step] * 10)
+    s = kept.summary()
+    assert s.epochs_counted == 2 and not s.includes_warmup
+    assert s.per_epoch == pytest.approx([100.0, 50.0], rel=1e-12)
+    assert anew.summary().epochs_counted == 1 and anew.summary().includes_warmup   # the control: each fit anew
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("epoch 1 (ceiling): ") and lines[0].endswith("(warm-up, not counted)")
+    events = [json.loads(line) for line in lines if line.startswith("{")]
+    assert [(e["epoch"], e["run"], e["warmup"]) for e in events] == [(1, "ceiling", True), (2, "ceiling", False),
+                                                                      (3, "ceiling", False)]
+
+
 def test_invalid_arguments_raise():
     with pytest.raises(ValueError, match="samples_per_epoch"):
         ThroughputMeter(64, samples_per_epoch=0)

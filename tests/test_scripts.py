@@ -352,6 +352,27 @@ def test_mirrored_two_devices() -> None:
     assert coverage.ok and coverage.readers == 1 and coverage.epochs == [1, 2], coverage.problems
 
 
+@pytest.mark.slow
+def test_mirrored_ceiling_trains_both_in_turn() -> None:
+    """--ceiling (notebook 03): the replicas and one device, one epoch each in turn, the order alternating."""
+    _, out = _run([sys.executable, str(MIRRORED_SCRIPT), "--devices", "2", "--ceiling", "--epochs", "3",
+                   "--train-subset", str(TRAIN // 2), "--test-subset", str(TEST), "--batch-size",
+                   str(BATCH), "--json"])
+    events = _events(out)
+    configs = {e["run"]: e for e in _of(events, "config")}
+    assert configs["ceiling"]["workers"] == 1 and configs["mirrored"]["workers"] == 2
+    assert configs["ceiling"]["per_worker_batch"] == configs["mirrored"]["per_worker_batch"] == BATCH
+    order = [(e["epoch"], e["run"]) for e in _of(events, "epoch")]
+    assert order == [(1, "ceiling"), (1, "mirrored"), (2, "mirrored"), (2, "ceiling"), (3, "ceiling"),
+                     (3, "mirrored")]
+    assert all(e["samples"] == TRAIN // 2 for e in _of(events, "epoch"))
+    assert [e["warmup"] for e in _of(events, "epoch")] == [True, True, False, False, False, False]
+    results = {e["run"]: e for e in _of(events, "result")}
+    assert results["ceiling"]["workers"] == 1 and results["mirrored"]["workers"] == 2
+    assert all(r["images_per_sec"] > 0 and r["test_accuracy"] >= MIRRORED_MIN_ACCURACY for r in results.values()), results
+    assert {e["run"] for e in _of(events, "digest")} == {"ceiling", "mirrored"}
+
+
 # ------------------------------------------------------------------ course_lib.training
 def test_epoch_arithmetic() -> None:
     from course_lib.training.epochs import EpochPlan, ShardError, describe_epoch, epoch_arithmetic

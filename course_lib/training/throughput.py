@@ -135,6 +135,11 @@ class ThroughputMeter:
         exclude_disturbed: Leave disturbed epochs out of the mean (if any other is left).
             Off by default so that the printed epoch count stays the same from run to run.
         cpu_clock: Makes the per-epoch :class:`CpuClock` (injected in tests).
+        label: Names the run in the printed line (``epoch 2 (ceiling): ...``) and in the ``epoch``
+            event (``"run"``): several models measured side by side in one process.
+        keep_across_fits: Keep the epochs across ``fit`` calls (each call trains one epoch, in turn
+            with another model, as ``source_code/mirrored_fmnist.py --ceiling`` does): the warm-up
+            epochs are then the first ones of all the calls. Off: every ``fit`` starts anew.
 
     Raises:
         ValueError: Non-positive batch/workers, negative warm-up, or ``samples_per_epoch < 1``.
@@ -146,7 +151,8 @@ class ThroughputMeter:
                  clock: Callable[[], float] = time.perf_counter,
                  stream: TextIO | None = None, measure_cpu: bool | None = None,
                  expected_cpus: float | None = None, exclude_disturbed: bool = False,
-                 cpu_clock: Callable[[], CpuClock] | None = None) -> None:
+                 cpu_clock: Callable[[], CpuClock] | None = None, label: str | None = None,
+                 keep_across_fits: bool = False) -> None:
         super().__init__()
         spe = 1 if samples_per_epoch is None else samples_per_epoch
         for name, value, low in (("step_batch", step_batch, 1), ("workers", workers, 1),
@@ -168,6 +174,8 @@ class ThroughputMeter:
         self.cpu_clock = cpu_clock or (lambda: CpuClock(expected_cpus=expected_cpus,
                                                         cpu_time=_own_cpu_s))
         self.exclude_disturbed = exclude_disturbed
+        self.label = label
+        self.keep_across_fits = keep_across_fits
         self._cpu: CpuClock | None = None
         self.epochs: list[_Epoch] = []
         self._reset_epoch()
@@ -268,8 +276,9 @@ class ThroughputMeter:
 
     # ----------------------------------------------------------------- Keras hooks
     def on_train_begin(self, logs: dict | None = None) -> None:
-        """Start a new measurement (a new ``fit``)."""
-        self.epochs = []
+        """Start a new measurement (a new ``fit``), unless ``keep_across_fits``."""
+        if not self.keep_across_fits:
+            self.epochs = []
         self._reset_epoch()
 
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
@@ -299,7 +308,8 @@ class ThroughputMeter:
         out = self.stream if self.stream is not None else sys.stdout
         if self.verbose:
             note = " (warm-up, not counted)" if record.warmup else ""
-            print(f"epoch {epoch + 1}: {record.samples} images in {record.epoch_time_s:.2f} s; "
+            name = f" ({self.label})" if self.label else ""
+            print(f"epoch {epoch + 1}{name}: {record.samples} images in {record.epoch_time_s:.2f} s; "
                   f"{rate:.1f} images/s ({rate / self.workers:.1f} per worker, {self.workers} "
                   f"worker{'s' if self.workers > 1 else ''}), {step_ms:.2f} ms/step{note}",
                   file=out, flush=True)
@@ -315,6 +325,8 @@ class ThroughputMeter:
                 "step_time_ms": step_ms,
                 "warmup": record.warmup,
             }
+            if self.label:
+                event["run"] = self.label
             if record.cpu is not None:
                 event.update(cpu_per_wall=record.cpu["cpu_per_wall"],
                              disturbed=record.cpu["disturbed"])
