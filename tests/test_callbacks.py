@@ -10,7 +10,7 @@ import time
 import pytest
 
 from course_lib.training import stats
-from course_lib.training.throughput import ThroughputMeter, below_peak_cpu, remeasure_disturbed
+from course_lib.training.throughput import ThroughputMeter, below_peak_cpu
 
 
 class FakeClock:
@@ -214,41 +214,6 @@ def measured(machine, clock, epochs, warmup_epochs=0):
     return m
 
 
-def test_remeasure_replaces_each_disturbed_epoch_with_a_fresh_one():
-    clock = FakeClock()
-    machine = FakeMachine(clock)
-    first = measured(machine, clock, [(1.9, 0.1), (1.9, 0.1), (1.0, 0.2), (1.9, 0.125)],
-                     warmup_epochs=1)
-    fresh = iter([[(0.9, 0.4)], [(1.9, 0.08)]])  # the first re-run is disturbed too
-    calls = []
-
-    def again():
-        calls.append(1)
-        return measured(machine, clock, next(fresh))
-
-    timed, extra = remeasure_disturbed(first, again, max_extra=3)
-    assert extra == 2 and len(calls) == 2
-    assert [e.images_per_sec for e in timed] == pytest.approx([100.0, 80.0, 125.0])
-    assert [e.step_time_ms for e in timed] == pytest.approx([100.0, 125.0, 80.0])
-    assert not any(e.disturbed for e in timed)
-    assert timed[0].cpu_per_wall == pytest.approx(1.9)
-
-
-def test_remeasure_keeps_disturbed_epochs_flagged_when_the_budget_runs_out():
-    clock = FakeClock()
-    machine = FakeMachine(clock)
-    first = measured(machine, clock, [(1.9, 0.1), (1.0, 0.2), (1.0, 0.2)])
-    timed, extra = remeasure_disturbed(first, lambda: measured(machine, clock, [(1.0, 0.2)]),
-                                       max_extra=1)
-    assert extra == 1 and len(timed) == 3
-    assert [e.disturbed for e in timed] == [False, True, True]
-    quiet = measured(machine, clock, [(1.9, 0.1)] * 2)
-    assert remeasure_disturbed(quiet, lambda: pytest.fail("no epoch was disturbed"),
-                               max_extra=5)[1] == 0
-    with pytest.raises(ValueError, match="max_extra must be >= 0, got -1"):
-        remeasure_disturbed(quiet, lambda: quiet, max_extra=-1)
-
-
 def test_below_peak_cpu_judges_an_epoch_against_the_run_not_the_machine():
     clock = FakeClock()
     machine = FakeMachine(clock)
@@ -257,10 +222,7 @@ def test_below_peak_cpu_judges_an_epoch_against_the_run_not_the_machine():
     assert [e.disturbed for e in first.counted_epochs()] == [True, True, True]  # the clock's verdict
     slow = below_peak_cpu(first.counted_epochs())
     assert [slow(e) for e in first.counted_epochs()] == [False, False, True]
-    timed, extra = remeasure_disturbed(first, lambda: measured(machine, clock, [(0.6, 0.125)]),
-                                       max_extra=2, disturbed=slow)
-    assert extra == 1 and [e.images_per_sec for e in timed] == pytest.approx([100.0, 100.0, 80.0])
-    assert below_peak_cpu(first.counted_epochs(), share=0.4)(timed[-1]) is False
+    assert below_peak_cpu(first.counted_epochs(), share=0.4)(first.counted_epochs()[-1]) is False
     nothing = meter(clock, 10, warmup_epochs=0)  # fake clock: no CPU time
     run_epoch(nothing, clock, 0, [0.1] * 2)
     assert below_peak_cpu(nothing.counted_epochs())(nothing.counted_epochs()[0]) is False

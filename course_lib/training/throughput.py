@@ -13,8 +13,8 @@ Every epoch is also timed in CPU seconds (:class:`course_lib.training.cpuclock.C
 epoch in which the process got far fewer cores than it should (other load, or a wait with the
 cores idle, like the one in benchmarks/README.md, "The factor-of-two mode") is flagged ``disturbed``
 (summary and epoch event) and, with ``exclude_disturbed=True``, left out of the mean;
-:func:`remeasure_disturbed` runs a fresh epoch in its place (notebook 01's batch-size sweep re-runs
-a whole round of its batch sizes instead, judged by :func:`below_peak_cpu`: course_lib.lessons.experiments).
+notebook 01's batch-size sweep re-runs a whole round of its batch sizes when one of its epochs kept far fewer
+cores than the run's best (:func:`below_peak_cpu`; course_lib.lessons.experiments).
 
 Introduced in notebooks/02_mirrored_strategy.ipynb.
 """
@@ -32,7 +32,7 @@ from course_lib.training.cpuclock import CPU_SHARE_LIMIT, CpuClock
 from course_lib.training.events import dumps, json_safe
 from course_lib.training.stats import mean_ci95
 
-__all__ = ["ThroughputSummary", "EpochRate", "ThroughputMeter", "below_peak_cpu", "remeasure_disturbed"]
+__all__ = ["ThroughputSummary", "EpochRate", "ThroughputMeter", "below_peak_cpu"]
 
 
 @dataclass
@@ -348,45 +348,7 @@ def below_peak_cpu(epochs: Sequence[EpochRate], share: float = CPU_SHARE_LIMIT
         share: Fraction of that best below which an epoch counts as disturbed.
 
     Returns:
-        A predicate for :func:`remeasure_disturbed`; always False when no CPU time was measured.
+        A predicate ``epoch -> bool`` (True: disturbed); always False when no CPU time was measured.
     """
     peak = max((e.cpu_per_wall for e in epochs if not math.isnan(e.cpu_per_wall)), default=math.nan)
     return lambda e: not math.isnan(peak) and e.cpu_per_wall < share * peak
-
-
-def remeasure_disturbed(first: ThroughputMeter, one_more_epoch: Callable[[], ThroughputMeter], *,
-                        max_extra: int, disturbed: Callable[[EpochRate], bool] | None = None
-                        ) -> tuple[list[EpochRate], int]:
-    """The counted epochs of ``first``, each disturbed one replaced by a fresh epoch.
-
-    An epoch the CPU clock judged disturbed (the process got far fewer cores than it should) says
-    more about the machine than about the workload; a one-shot notebook measurement would carry it
-    silently. This runs one more epoch per disturbed epoch, while the extra budget lasts, and keeps
-    the undisturbed ones. If the budget runs out first, the disturbed epochs stay in (the caller
-    can count them: ``EpochRate.disturbed``).
-
-    Args:
-        first: The meter of the measured run (its warm-up already left out).
-        one_more_epoch: Runs one more (already warm) epoch and returns the meter that timed it.
-        max_extra: At most this many extra epochs.
-        disturbed: Which epochs to replace; default the CPU clock's verdict (``EpochRate.disturbed``),
-            e.g. :func:`below_peak_cpu` instead.
-
-    Returns:
-        ``(epochs, extra)``: as many epochs as ``first`` counted, and how many extra epochs ran.
-
-    Raises:
-        ValueError: A negative ``max_extra``.
-    """
-    if max_extra < 0:
-        raise ValueError(f"max_extra must be >= 0, got {max_extra}")
-    bad = disturbed or (lambda e: e.disturbed)
-    counted = first.counted_epochs()
-    kept = [e for e in counted if not bad(e)]
-    extra = 0
-    while len(kept) < len(counted) and extra < max_extra:
-        extra += 1
-        kept += [e for e in one_more_epoch().counted_epochs() if not bad(e)]
-    if len(kept) < len(counted):  # budget spent: keep the disturbed ones (the caller can count them)
-        kept += [e for e in counted if bad(e)][: len(counted) - len(kept)]
-    return kept[: len(counted)], extra
