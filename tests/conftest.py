@@ -13,6 +13,11 @@ deselected tests are counted in pytest's summary, never reported as passed.
 No leftover processes: every test module, and the session as a whole, must end without leaving an
 MPI daemon (orted/prted), an mpirun/horovodrun, a watchdog or a course script running
 (:mod:`leftovers`); the check fails naming the module that left them.
+
+Interrupts: the tests that interrupt a launch send this process a real SIGINT, as Jupyter's Interrupt does to
+a kernel, and need Python's own handler to turn it into ``KeyboardInterrupt``. A process started in the
+background by a non-interactive shell (``make test &``, ``nohup``) inherits SIGINT *ignored*, and Python then
+keeps it ignored; the session puts Python's handler back (:func:`pytest_configure`).
 """
 
 from __future__ import annotations
@@ -96,6 +101,10 @@ COMPONENTS: dict[str, tuple[Callable[[], bool], str]] = {
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # inherited from a background start: see above
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     config.addinivalue_line("markers", "requires(*components): the test fails (never skips) with the "
                             "remedy when a component is missing; components: " + ", ".join(COMPONENTS))
 
