@@ -22,22 +22,15 @@ The folder is ``$COURSE_BUILD_CACHE``, else ``$XDG_CACHE_HOME/course-dl``, else 
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from course_lib.training.files import cache_dir  # noqa: E402  (the course folder is on the path now)
+
 __all__ = ["cache_dir", "drop", "find", "key", "store"]
-
-
-def cache_dir(env: dict[str, str] | None = None) -> Path:
-    """The cache folder (see the module docstring); not created here."""
-    env = dict(os.environ) if env is None else env
-    if env.get("COURSE_BUILD_CACHE"):
-        return Path(env["COURSE_BUILD_CACHE"])
-    base = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
-    return base / "course-dl"
 
 
 def key(parts: list[str]) -> str:

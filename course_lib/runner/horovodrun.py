@@ -15,8 +15,9 @@ reinstalled Horovod is asked again. A question not kept yet is asked of Horovod 
 answer kept. ``--verbose`` questions (``horovodrun --check-build --verbose``) always go to Horovod. An
 unreadable or unwritable file only costs the check's time.
 
-The file is ``$COURSE_BUILD_CACHE/horovod-build-check.json``, else under ``$XDG_CACHE_HOME/course-dl``,
-else ``~/.cache/course-dl`` (the folder of set-up's wheel cache, ``tools/wheel_cache.py``).
+The file is ``horovod-build-check.json`` in the course's cache folder (``$COURSE_BUILD_CACHE``, else
+``$XDG_CACHE_HOME/course-dl``, else ``~/.cache/course-dl``: :func:`course_lib.training.files.cache_dir`, also
+the folder of set-up's wheel cache).
 
 On a cluster, type ``horovodrun`` itself; both take the same arguments and start the same ranks.
 
@@ -28,12 +29,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
 import sysconfig
-import tempfile
 from pathlib import Path
 from typing import Any, Callable, Mapping
+
+from course_lib.training.files import atomic_write_text, cache_dir
 
 __all__ = ["CHECKS", "FILE_NAME", "cache_file", "extension_key", "keep_answers", "main"]
 
@@ -45,12 +46,8 @@ _KEEP = 8  # installs remembered
 
 
 def cache_file(env: Mapping[str, str] | None = None) -> Path:
-    """Where the answers are kept (see the module docstring); not created here."""
-    env = os.environ if env is None else env
-    if env.get("COURSE_BUILD_CACHE"):
-        return Path(env["COURSE_BUILD_CACHE"]) / FILE_NAME
-    base = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
-    return base / "course-dl" / FILE_NAME
+    """Where the answers are kept: :data:`FILE_NAME` in the course's cache folder (``files.cache_dir``)."""
+    return cache_dir(env) / FILE_NAME
 
 
 def extension_key(horovod_dir: Path, python: str = sys.executable) -> str | None:
@@ -78,18 +75,12 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:
-    """Replace ``path`` whole (a temporary file renamed over it), or leave it as it was."""
+    """Replace ``path`` whole (``files.atomic_write_text``), or leave it as it was: a file that cannot be
+    written only costs the check's time. Keys keep their order: the oldest install goes first."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        with os.fdopen(handle, "w") as out:
-            json.dump(data, out, indent=1)
-        os.replace(temporary, path)
+        atomic_write_text(path, json.dumps(data, indent=1))
     except OSError:
-        try:
-            os.unlink(temporary)
-        except (OSError, UnboundLocalError):
-            pass
+        pass
 
 
 def keep_answers(module: Any, key: str, path: Path) -> None:
@@ -104,8 +95,8 @@ def keep_answers(module: Any, key: str, path: Path) -> None:
         def answer(verbose: bool = False) -> Any:
             if verbose:
                 return ask(verbose=True)
-            answers = _read(path).get(key, {})
-            if name in answers:
+            answers = _read(path).get(key)
+            if isinstance(answers, dict) and name in answers:
                 return answers[name]
             result = ask(verbose=False)
             if isinstance(result, (bool, type(None))):

@@ -2,7 +2,8 @@
 
 Every file the course writes (run records, checkpoints' metadata, benchmark results) goes
 through these helpers: the content is written to a temporary file in the same directory,
-flushed to disk, then renamed over the target in one step.
+flushed to disk, then renamed over the target in one step. :func:`cache_dir` names the folder where the
+course keeps what it can rebuild (set-up's Horovod wheel, horovodrun's build answers).
 
 Introduced in notebooks/02_mirrored_strategy.ipynb (run records saved between cells).
 """
@@ -13,7 +14,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 __all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_json", "course_root"]
 
@@ -71,6 +72,17 @@ def atomic_write_json(path: str | os.PathLike[str], obj: Any, *, indent: int = 2
     """
     text = json.dumps(obj, indent=indent, sort_keys=True) + "\n"
     return atomic_write_text(path, text)
+
+
+def cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    """The course's cache folder: ``$COURSE_BUILD_CACHE``, else ``$XDG_CACHE_HOME/course-dl``, else
+    ``~/.cache/course-dl`` (not created here). Used by ``tools/wheel_cache.py`` and
+    :mod:`course_lib.runner.horovodrun`."""
+    env = os.environ if env is None else env
+    if env.get("COURSE_BUILD_CACHE"):
+        return Path(env["COURSE_BUILD_CACHE"])
+    base = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
+    return base / "course-dl"
 
 
 def course_root() -> Path:
