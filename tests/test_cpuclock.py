@@ -139,13 +139,17 @@ def test_sampler_thread_collects_cpus_and_stops():
 
 
 def test_real_clock_measures_a_busy_loop():
+    # 0.2 CPU-s of busy loop, then 0.3 s asleep: the real clocks must tell CPU from wall. (Comparing CPU with
+    # wall on a busy loop alone flaked in CI: the process's CPU counts the sampler thread too, in 10 ms ticks,
+    # so 0.22 CPU-s came out of 0.196 s of wall.)
     with CpuClock(expected_cpus=1, fills_machine=False) as clock:
         end = time.process_time() + 0.2
         while time.process_time() < end:
             pass
+        time.sleep(0.3)
     w = clock.window
-    assert w.cpu_s >= 0.15 and w.wall_s >= w.cpu_s * 0.9
-    assert 0 < w.cpu_per_wall <= 1.2 and w.total_jiffies > 0
+    assert w.cpu_s >= 0.15 and w.wall_s >= 0.45
+    assert 0.05 < w.cpu_per_wall < 0.8 and w.total_jiffies > 0
     assert set(w.to_dict()) >= {"cpu_per_wall", "idle_fraction", "steal_fraction", "disturbed",
                                 "procs_running", "cpus"}
 
