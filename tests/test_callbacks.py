@@ -241,9 +241,10 @@ def test_fake_clock_measures_no_cpu_and_real_clock_does():
     end = time.process_time() + 0.15
     while time.process_time() < end:
         pass
+    time.sleep(0.25)  # CPU and wall apart: a busy loop alone may read > 1 in 10 ms ticks (as test_cpuclock did)
     real.on_train_batch_end(0)
     real.on_epoch_end(0)
-    assert 0.0 < real.summary().cpu_per_wall[0] <= 1.2  # < 1 under other load
+    assert 0.0 < real.summary().cpu_per_wall[0] < 0.85  # ≈ 0.4 quiet, less under other load
 
 
 def test_t_table():
