@@ -15,7 +15,8 @@ and each layer's imports as ``tests/test_layers.MAY_IMPORT`` enforces them.
     ``throughput`` (images/s), ``cpuclock`` (CPU time of an epoch), ``consumption`` (which examples a
     run trained on), ``flags`` (the scripts' shared flags), ``report`` (a script's config and result
     lines), ``events`` (JSON lines), ``stats`` (intervals, the one verdict rule, efficiency),
-    ``seeding``, ``checkpoints``, ``schedules`` and ``files`` (atomic writes).
+    ``seeding``, ``checkpoints``, ``schedules``, ``files`` (atomic writes) and ``autograph`` (Horovod's
+    functions left as they are at a rank's first step: start-up time).
 ``runner/`` (imports training)
     Starting training processes from a notebook: ``launch`` (``run_horovod``, ``run_python``),
     ``horovodrun`` (horovodrun without its per-launch build check), ``options`` (the launchers' shared keywords), ``preflight`` (input checks), ``placing`` (what a

@@ -127,3 +127,49 @@ def test_horovod_accumulation_counts_micro_steps_in_iterations() -> None:
     # d(w·1 - 0)²/dw = 2 at w = 1 for each micro-batch: ONE update of lr × mean(g) = 0.2.
     assert float(value) == pytest.approx(0.8), "4 accumulated passes must make ONE update"
     assert int(iterations) == 4, f"Horovod's accumulation counted {iterations} steps, not 4"
+
+
+@pytest.mark.slow  # > 2 s: left out of `make check`
+def test_autograph_rules_leave_horovod_unconverted_with_the_same_weights() -> None:
+    """course_lib.training.autograph adds ``DoNotConvert("horovod")`` to ``autograph.core.config.CONVERSION_RULES``.
+
+    Trains one model with Horovod's DistributedOptimizer before and after the rule, in one process: before,
+    AutoGraph rewrites Horovod functions at the first step; after, none, and the weights are bit for bit the same.
+    """
+    proc = _run("""
+        import os; os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+        from course_lib.training.keras2 import keras
+        import numpy as np
+        import horovod.tensorflow as hvd_tf
+        import horovod.tensorflow.keras as hvd
+        from tensorflow.python.autograph.core import config
+        from tensorflow.python.autograph.impl import api
+        from course_lib.training import autograph, models, seeding
+
+        converted = []
+        original = api._convert_actual
+        def counting(entity, program_ctx):
+            converted.append(getattr(entity, "__module__", "") or "")
+            return original(entity, program_ctx)
+        api._convert_actual = counting
+
+        hvd.init()
+        def train():
+            converted.clear()
+            seeding.configure(0)
+            opt = hvd.DistributedOptimizer(keras.optimizers.Adam(0.001))
+            model = models.compile_model(models.build_model(seed=0), opt)
+            x = np.random.default_rng(0).random((256, 28, 28, 1), dtype=np.float32)
+            model.fit(x, np.arange(256) % 10, batch_size=64, epochs=1, verbose=0, shuffle=False)
+            return models.weights_digest(model), sum(m.startswith("horovod") for m in converted)
+
+        assert not autograph.is_left_unconverted(hvd_tf.allreduce)
+        before, rewritten_before = train()
+        assert autograph.leave_horovod_unconverted() and autograph.leave_horovod_unconverted()
+        assert autograph.is_left_unconverted(hvd_tf.allreduce)
+        assert sum(getattr(r, "_prefix", None) == "horovod" for r in config.CONVERSION_RULES) == 1, "one rule"
+        after, rewritten_after = train()
+        print(rewritten_before > 0, rewritten_after, before == after)
+    """)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["True", "0", "True"], proc.stdout + proc.stderr[-2000:]
