@@ -20,6 +20,10 @@ on scratch notebooks to show that a traceback on stderr fails and an allowed war
 process that keeps one core busy (a Python spin loop at normal priority) before the first notebook and ends
 it after the last, so every verdict nbval compares is put to the test on a machine that is not quiet, as
 a CI runner or a room's server rarely is. The neighbour dies with the pytest process that started it.
+
+**A dead kernel fails its cell within seconds**: nbval waits for a cell's reply up to the cell limit and never
+checks the kernel; here the wait is cut in slices of ``KERNEL_CHECK_S`` with a check between them, so a kernel
+that was killed (out of memory, a signal) fails the cell at once, saying so (``tests/test_notebook_stderr.py``).
 """
 
 from __future__ import annotations
@@ -28,9 +32,12 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
+from queue import Empty
 from typing import Iterable, Iterator
 
+import nbval.kernel
 import nbval.plugin
 import pytest
 
@@ -103,6 +110,35 @@ def _init_without_stderr(self, *args, **kwargs):  # type: ignore[no-untyped-def]
 
 
 nbval.plugin.IPyNbFile.__init__ = _init_without_stderr
+
+#: How often a cell's wait checks that the kernel still lives (seconds).
+KERNEL_CHECK_S = 5.0
+_original_get_message = nbval.kernel.RunningKernel.get_message
+
+
+def _get_message_watching_the_kernel(self, stream, timeout=None):  # type: ignore[no-untyped-def]
+    """nbval's wait for a kernel message, in slices that check the kernel is alive between them.
+
+    nbval waits for a cell's reply up to the cell limit (40 min, pyproject.toml) and never looks at the kernel;
+    a kernel killed meanwhile (the out-of-memory killer took one on 2026-11-26) held the session the whole
+    40 min. Now the cell fails within ``KERNEL_CHECK_S`` and says why; the limit itself is unchanged.
+    """
+    if timeout is None or timeout <= KERNEL_CHECK_S:
+        return _original_get_message(self, stream, timeout=timeout)
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            return _original_get_message(self, stream, timeout=max(min(KERNEL_CHECK_S, left), 0.01))
+        except Empty:
+            if left <= KERNEL_CHECK_S:
+                raise  # the cell limit: nbval's own handling (interrupt, "Timeout ... exceeded")
+            if not self.is_alive():
+                raise RuntimeError("the notebook's kernel died while the cell ran (killed: out of memory? "
+                                   "see `dmesg`); nbval would have waited for the cell limit") from None
+
+
+nbval.kernel.RunningKernel.get_message = _get_message_watching_the_kernel
 
 
 @pytest.hookimpl(wrapper=True)

@@ -109,3 +109,74 @@ def test_nbval_fails_a_cell_with_a_traceback_on_stderr(tmp_path: Path) -> None:
                         "good.ipynb::Cell 0": "PASSED", "good.ipynb::Cell 1": "PASSED"}, out
     assert "Cell wrote an error to stderr" in out and "RuntimeError: rank 1 died" in out
     assert proc.returncode == 1, out
+
+
+class _FakeKernel:
+    """What nbval's ``RunningKernel.get_message`` touches: ``kc`` and ``is_alive``."""
+
+    def __init__(self, alive: bool, messages: tuple = ()) -> None:
+        import types
+        self.alive, self.messages, self.asked = alive, list(messages), []
+        self.kc = types.SimpleNamespace(get_shell_msg=self._get, get_iopub_msg=self._get)
+
+    def _get(self, timeout: float) -> dict:
+        import queue
+        import time
+        self.asked.append(timeout)
+        if self.messages:
+            return self.messages.pop(0)
+        time.sleep(timeout)
+        raise queue.Empty
+
+    def is_alive(self) -> bool:
+        return self.alive
+
+
+def test_a_dead_kernel_fails_the_cell_at_once(monkeypatch):
+    import time
+
+    import nbval.kernel
+    assert nbval.kernel.RunningKernel.get_message.__name__ == "_get_message_watching_the_kernel", "not installed"
+    monkeypatch.setattr(nbc, "KERNEL_CHECK_S", 0.05)
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="kernel died"):
+        nbc._get_message_watching_the_kernel(_FakeKernel(alive=False), "shell", timeout=30)
+    assert time.monotonic() - started < 2   # not the 30 s limit
+
+
+def test_a_live_kernel_waits_for_the_limit_then_nbval_handles_it(monkeypatch):
+    import queue
+    import time
+    monkeypatch.setattr(nbc, "KERNEL_CHECK_S", 0.05)
+    kernel = _FakeKernel(alive=True)
+    started = time.monotonic()
+    with pytest.raises(queue.Empty):   # nbval's own timeout path (interrupt, "Timeout ... exceeded")
+        nbc._get_message_watching_the_kernel(kernel, "iopub", timeout=0.4)
+    assert 0.35 < time.monotonic() - started < 2 and len(kernel.asked) >= 4
+
+
+def test_messages_pass_through_unchanged(monkeypatch):
+    monkeypatch.setattr(nbc, "KERNEL_CHECK_S", 0.05)
+    reply = {"parent_header": {"msg_id": "m"}, "content": {"status": "ok"}}
+    assert nbc._get_message_watching_the_kernel(_FakeKernel(True, (reply,)), "shell", timeout=30) is reply
+    blocking = _FakeKernel(True, (reply,))
+    assert nbc._get_message_watching_the_kernel(blocking, "shell", timeout=None) is reply
+    assert blocking.asked == [None]   # no limit: nbval's call as it was
+
+
+@pytest.mark.slow  # > 2 s: left out of `make check`
+def test_nbval_fails_fast_when_the_kernel_is_killed(tmp_path: Path) -> None:
+    """A kernel killed by SIGKILL mid-cell (as the out-of-memory killer does) fails that cell in seconds."""
+    import time
+    shutil.copy(ROOT / "notebooks" / "conftest.py", tmp_path / "conftest.py")
+    shutil.copy(ROOT / "notebooks" / "stderr_allow.txt", tmp_path / "stderr_allow.txt")
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    _notebook(tmp_path / "killed.ipynb", ["import os, signal\nos.kill(os.getpid(), signal.SIGKILL)"], [""])
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--nbval", "--nbval-current-env", "--nbval-cell-timeout",
+                           "120", "-p", "no:cacheprovider", "-rA", "-c", str(tmp_path / "pytest.ini"),
+                           "--rootdir", str(tmp_path), str(tmp_path / "killed.ipynb")],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "kernel died while the cell ran" in out, out
+    assert time.monotonic() - started < 60, "waited for the cell limit"
