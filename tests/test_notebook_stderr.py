@@ -85,11 +85,20 @@ def _notebook(path: Path, sources: list[str], stdout: list[str]) -> None:
     nbformat.write(nb, path)
 
 
+def _nbval_with_the_course_conftest(folder: Path, *notebooks: str,
+                                    options: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    """nbval on ``folder``'s notebooks, with notebooks/conftest.py and its allow list copied beside them."""
+    for name in ("conftest.py", "stderr_allow.txt"):
+        shutil.copy(ROOT / "notebooks" / name, folder / name)
+    (folder / "pytest.ini").write_text("[pytest]\n")
+    return subprocess.run([sys.executable, "-m", "pytest", "--nbval", "--nbval-current-env", *options, "-p",
+                           "no:cacheprovider", "-rA", "-c", str(folder / "pytest.ini"), "--rootdir", str(folder),
+                           *(str(folder / name) for name in notebooks)],
+                          capture_output=True, text=True, timeout=300, cwd=folder)
+
+
 @pytest.mark.slow  # > 2 s: left out of `make check`
 def test_nbval_fails_a_cell_with_a_traceback_on_stderr(tmp_path: Path) -> None:
-    for name in ("conftest.py", "stderr_allow.txt"):
-        shutil.copy(ROOT / "notebooks" / name, tmp_path / name)
-    (tmp_path / "pytest.ini").write_text("[pytest]\n")
     write = "import sys\nprint('step done')\n_ = sys.stderr.write({!r})"
     _notebook(tmp_path / "bad.ipynb",
               [write.format("[1]<stderr>:Traceback (most recent call last):\n[1]<stderr>:  File \"x.py\"\n"
@@ -98,11 +107,7 @@ def test_nbval_fails_a_cell_with_a_traceback_on_stderr(tmp_path: Path) -> None:
     _notebook(tmp_path / "good.ipynb",
               [write.format(CUDNN + "\n"), write.format("WARNING:tensorflow:a harmless warning\n")],
               ["step done\n", "step done\n"])
-    proc = subprocess.run([sys.executable, "-m", "pytest", "--nbval", "--nbval-current-env", "-p",
-                           "no:cacheprovider", "-rA", "-c", str(tmp_path / "pytest.ini"),
-                           "--rootdir", str(tmp_path), str(tmp_path / "bad.ipynb"),
-                           str(tmp_path / "good.ipynb")],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    proc = _nbval_with_the_course_conftest(tmp_path, "bad.ipynb", "good.ipynb")
     out = proc.stdout + proc.stderr
     outcomes = {cell: status for status, cell in re.findall(r"^(PASSED|FAILED) (\S+::Cell \d+)", out, re.M)}
     assert outcomes == {"bad.ipynb::Cell 0": "FAILED", "bad.ipynb::Cell 1": "PASSED",
@@ -168,15 +173,9 @@ def test_messages_pass_through_unchanged(monkeypatch):
 def test_nbval_fails_fast_when_the_kernel_is_killed(tmp_path: Path) -> None:
     """A kernel killed by SIGKILL mid-cell (as the out-of-memory killer does) fails that cell in seconds."""
     import time
-    shutil.copy(ROOT / "notebooks" / "conftest.py", tmp_path / "conftest.py")
-    shutil.copy(ROOT / "notebooks" / "stderr_allow.txt", tmp_path / "stderr_allow.txt")
-    (tmp_path / "pytest.ini").write_text("[pytest]\n")
     _notebook(tmp_path / "killed.ipynb", ["import os, signal\nos.kill(os.getpid(), signal.SIGKILL)"], [""])
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "--nbval", "--nbval-current-env", "--nbval-cell-timeout",
-                           "120", "-p", "no:cacheprovider", "-rA", "-c", str(tmp_path / "pytest.ini"),
-                           "--rootdir", str(tmp_path), str(tmp_path / "killed.ipynb")],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    proc = _nbval_with_the_course_conftest(tmp_path, "killed.ipynb", options=("--nbval-cell-timeout", "120"))
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1 and "kernel died while the cell ran" in out, out
     assert time.monotonic() - started < 60, "waited for the cell limit"

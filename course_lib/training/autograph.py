@@ -50,15 +50,4 @@ def leave_horovod_unconverted(packages: tuple[str, ...] = UNCONVERTED_PACKAGES) 
     return True
 
 
-def is_left_unconverted(function: object) -> bool:
-    """Whether AutoGraph would call ``function`` as it is (TensorFlow's own allow-list check).
-
-    Args:
-        function: A Python function, e.g. ``horovod.tensorflow.allreduce``.
-    """
-    from tensorflow.python.autograph.impl import conversion
-
-    return bool(conversion.is_allowlisted(function))
-
-
-__all__ = ["UNCONVERTED_PACKAGES", "leave_horovod_unconverted", "is_left_unconverted"]
+__all__ = ["UNCONVERTED_PACKAGES", "leave_horovod_unconverted"]

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_json", "course_root"]
+__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_json", "cache_dir", "course_root"]
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
