@@ -21,6 +21,15 @@ process that keeps one core busy (a Python spin loop at normal priority) before 
 it after the last, so every verdict nbval compares is put to the test on a machine that is not quiet, as
 a CI runner or a room's server rarely is. The neighbour dies with the pytest process that started it.
 
+**The learner edition's differing cells run too** (issue 31): after a notebook's last cell, in the same kernel,
+nbval runs the learner edition's cells from the placeholder before the first solution to the end (items named
+``Learner cell N``; ``tools/learner_tail.py`` says why the course's state there stands for the learner's). The
+learner cells before that point are the course's own (``tests/test_student.py``), so nothing runs twice.
+
+**The notebooks run one after another** when pytest-xdist shares the suite out (``make test``: ``--dist loadfile``):
+all of them form one unit of work, so one worker runs them while the other takes the test files
+(:func:`pytest_xdist_make_scheduler`) at a lower priority (``tests/conftest.py``: ``TEST_WORKER_NICE``).
+
 **A dead kernel fails its cell within seconds**: nbval waits for a cell's reply up to the cell limit and never
 checks the kernel; here the wait is cut in slices of ``KERNEL_CHECK_S`` with a check between them, so a kernel
 that was killed (out of memory, a signal) fails the cell at once, saying so (``tests/test_notebook_stderr.py``).
@@ -33,6 +42,7 @@ import re
 import subprocess
 import sys
 import time
+from collections import defaultdict
 from pathlib import Path
 from queue import Empty
 from typing import Iterable, Iterator
@@ -111,6 +121,36 @@ def _init_without_stderr(self, *args, **kwargs):  # type: ignore[no-untyped-def]
 
 nbval.plugin.IPyNbFile.__init__ = _init_without_stderr
 
+_original_collect = nbval.plugin.IPyNbFile.collect
+
+
+def _learner_tail(nb):  # type: ignore[no-untyped-def]
+    """tools/learner_tail.py's tail of ``nb``; imported only for a notebook with solution cells (a scratch copy of
+    this file next to a notebook without them, as tests/test_notebook_stderr.py makes, needs no tools/)."""
+    if not any("solution" in cell.get("metadata", {}).get("tags", []) for cell in nb.cells):
+        return []
+    course = str(Path(__file__).resolve().parents[1])
+    if course not in sys.path:
+        sys.path.insert(0, course)
+    from tools import learner_tail
+
+    return learner_tail.tail(nb)
+
+
+def _collect_with_the_learner_tail(self):  # type: ignore[no-untyped-def]
+    """nbval's cells of the notebook, then its learner tail, run in the same kernel and compared as nbval
+    compares the learner edition (a cleared cell has no execution count: it runs without comparison)."""
+    yield from _original_collect(self)
+    for number, cell in _learner_tail(self.nb):
+        options = defaultdict(bool, nbval.plugin.find_metadata_tags(cell.metadata))
+        options.update(dict(nbval.plugin.find_comment_markers(cell.source)))
+        options.setdefault("check", self.compare_outputs)
+        yield nbval.plugin.IPyNbCell.from_parent(self, name=f"Learner cell {number}", cell_num=number, cell=cell,
+                                                 options=options)
+
+
+nbval.plugin.IPyNbFile.collect = _collect_with_the_learner_tail
+
 #: How often a cell's wait checks that the kernel still lives (seconds).
 KERNEL_CHECK_S = 5.0
 _original_get_message = nbval.kernel.RunningKernel.get_message
@@ -141,6 +181,11 @@ def _get_message_watching_the_kernel(self, stream, timeout=None):  # type: ignor
 nbval.kernel.RunningKernel.get_message = _get_message_watching_the_kernel
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Mark this process as the notebooks' worker: tests/conftest.py lowers the priority of the other one."""
+    os.environ["COURSE_NOTEBOOK_WORKER"] = "1"
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     """After a notebook cell ran (and compared equal), fail it on an error line in its stderr."""
@@ -154,6 +199,26 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
                 "notebooks/stderr_allow.txt; add one there only with a comment saying where it "
                 "comes from and why it is harmless)", "\n" + shown)
     return result
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """With ``--dist loadfile``, one test file per worker at a time, but ALL the notebooks as one unit (issue 31).
+
+    The notebooks then run one after another on one worker while the other worker takes the test files: a
+    notebook's timing verdicts were shown to hold beside one busy core (``make test-busy``), not beside a second
+    notebook that wants both cores too (two at once pushed 04 past its cell limit:
+    benchmarks/results/2026-11-26-vm-check-time-xdist.md).
+    """
+    if config.getoption("dist", "no") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class NotebooksTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "notebooks" if path.endswith(".ipynb") else path
+
+    return NotebooksTogether(config, log)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

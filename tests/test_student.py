@@ -1,19 +1,23 @@
 """The learner edition (``make student`` = tools/student.py): solutions out, notebooks still pass nbval.
 
 How the learner notebooks are proved to pass strict nbval without running the whole suite twice (about
-10 minutes each): ``test_learner_00_setup_passes_strict_nbval`` runs nbval on ONE learner notebook
-(00_setup, about 30 s on a quiet machine) from the learner tree, with the learner tree's ``course_lib``
-first on the path; ``test_learner_notebooks_equal_the_sources_but_for_solutions`` proves every other
-learner notebook equals its source notebook cell for cell (source, outputs, tags) except the cells the tool
-removed, stubbed or cleared, so the main nbval run of notebooks/ covers them. The tool's tags are
-tried on a small fixture notebook, which is executed, converted and validated with nbval too.
+10 minutes): ``test_learner_00_setup_passes_strict_nbval`` runs nbval on ONE learner notebook (00_setup, about
+30 s on a quiet machine) from the learner tree, with the learner tree's ``course_lib`` first on the path;
+``test_learner_notebooks_equal_the_sources_but_for_solutions`` proves every other learner notebook equals its
+source notebook cell for cell (source, outputs, tags) except the cells the tool removed, stubbed or cleared, so
+the course's nbval run covers every learner cell before the first solution; the cells from there on (the
+"learner tail": the answers unset, the stubs raising) are run by the course's nbval itself, after each notebook's
+last cell, in its kernel (``notebooks/conftest.py``, ``tools/learner_tail.py``; tested below on a fixture
+notebook, with a mutant that only the tail catches). The tool's tags are tried on a small fixture notebook,
+which is executed, converted and validated with nbval too.
 """
-
 from __future__ import annotations
 
 import ast
+import copy
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -29,6 +33,8 @@ _spec = importlib.util.spec_from_file_location("student", ROOT / "tools" / "stud
 student = importlib.util.module_from_spec(_spec)
 sys.modules["student"] = student
 _spec.loader.exec_module(student)
+sys.path.insert(0, str(ROOT))
+from tools import learner_tail  # noqa: E402
 
 SOLUTIONS = ROOT / "instructor" / "solutions"
 TEXT_SUFFIXES = {".py", ".ipynb", ".md", ".txt", ".json", ".yml", ".yaml", ".toml", ".sh", ".cfg", ""}
@@ -294,28 +300,71 @@ def test_the_cell_after_a_solution_is_cleared_not_compared() -> None:
     assert learner.cells[2].outputs and learner.cells[2].source == "print(1)"
 
 
-@pytest.mark.slow
-@pytest.mark.horovod
-@pytest.mark.parametrize("name", ["05_communication.ipynb", "06_beyond_one_machine.ipynb"])
-def test_learner_notebook_with_solutions_passes_strict_nbval(edition: Path, name: str) -> None:
-    """A notebook whose solutions were taken out, run from the learner tree (about 5 min each).
+# --- the learner tail: the learner's differing cells, run by the course's nbval (tools/learner_tail.py) ------
+def _tail_notebook(*sources: str, solution: int) -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [_code(src, ["solution"] if i == solution else None) for i, src in enumerate(sources)]
+    return nb
 
-    These notebooks launch Horovod, whose ranks write TensorFlow's start-up lines to stderr: the learner edition
-    ships no test configuration, so the run uses the course's (notebooks/conftest.py: stderr checked against
-    notebooks/stderr_allow.txt, not compared), copied next to the learner notebook in a scratch folder.
-    """
-    env = {**os.environ, "PYTHONPATH": str(edition), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    scratch = edition.parent / f"nbval_{name[:2]}"
-    (scratch / "notebooks").mkdir(parents=True, exist_ok=True)
-    for helper in ("conftest.py", "stderr_allow.txt"):
-        shutil.copy2(ROOT / "notebooks" / helper, scratch / "notebooks" / helper)
-    shutil.copy2(edition / "notebooks" / name, scratch / "notebooks" / name)
-    for part in ("course_lib", "source_code", "cluster", "tools"):   # what the notebook reaches by relative paths
-        if (edition / part).exists() and not (scratch / part).exists():
-            (scratch / part).symlink_to(edition / part)
-    done = _nbval(scratch / "notebooks" / name, scratch, env, timeout=1200)
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    assert " failed" not in done.stdout and " passed" in done.stdout
+
+def test_the_tail_starts_at_the_placeholder_before_the_first_solution() -> None:
+    nb = _tail_notebook("x = 1", "answer = None", "answer = 2", "print(answer)", "print(x)", solution=2)
+    assert [number for number, _ in learner_tail.tail(nb)] == [1, 3, 4]
+    assert learner_tail.premise_violations(nb, 2) == ["cell 3 reads ['answer']"]
+
+
+def test_the_tail_starts_earlier_when_a_later_course_cell_rebinds_what_it_reads() -> None:
+    """The kernel holds the course's LAST value of x (3); the learner's cell 4 must see 1: the tail starts at 0."""
+    nb = _tail_notebook("x = 1", "answer = None", "answer = 2", "print(answer)", "print(x)", "x = 3", solution=2)
+    assert learner_tail.premise_violations(nb, 1) == ["cell 4 reads ['x']"]
+    assert [number for number, _ in learner_tail.tail(nb)] == [0, 1, 3, 4, 5]
+
+
+def test_a_tail_that_cannot_stand_for_the_learner_is_one_clear_error() -> None:
+    nb = _tail_notebook("answer = None", "answer = 2\nextra = 5", "print(answer, extra)", solution=1)
+    with pytest.raises(ValueError, match=r"cell 2 reads \['extra'\].*its own value"):
+        learner_tail.tail(nb)
+
+
+def test_names_follow_the_order_of_execution() -> None:
+    assert learner_tail.cell_names("for gpu in gpus:\n    print(gpu)") == ({"gpu"}, {"gpus", "print"})
+    assert learner_tail.cell_names("x = f(x)")[1] == {"f", "x"}          # read before it is bound
+    assert learner_tail.cell_names("ys = [y * k for y in xs]")[1] == {"k", "xs"}
+    assert learner_tail.cell_names("def f(a):\n    return a + b\n")[1] == {"b"}
+    assert learner_tail.cell_names("%matplotlib inline\nimport numpy as np") == ({"np"}, set())
+
+
+@pytest.mark.slow  # > 2 s: left out of `make check`
+def test_course_nbval_runs_the_learner_tail_and_it_bites(tmp_path: Path) -> None:
+    """nbval with the course's conftest runs the notebook, then its learner tail in the same kernel: the cleared
+    self-check with the placeholder answer, the stub (raises, as tagged). A self-check that cannot take the
+    placeholder passes the course's run and fails the learner's (the mutant notebook)."""
+    source = fixture_notebook()
+    broken = copy.deepcopy(source)
+    broken.cells[4].source = 'assert answer is not None, "the check cannot take the placeholder"\n' + \
+        broken.cells[4].source
+    for nb in (source, broken):
+        NotebookClient(nb, timeout=60, kernel_name="python3", allow_errors=False).execute()
+    folder = tmp_path / "notebooks"
+    folder.mkdir()
+    for name in ("conftest.py", "stderr_allow.txt"):
+        shutil.copy2(ROOT / "notebooks" / name, folder / name)
+    (tmp_path / "tools").symlink_to(ROOT / "tools")      # the conftest finds tools/learner_tail.py one level up
+    nbformat.write(source, folder / "good.ipynb")
+    nbformat.write(broken, folder / "broken.ipynb")
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-c", str(tmp_path / "pytest.ini"), "--rootdir",
+                           str(tmp_path), "-p", "no:cacheprovider", "-rA", "--nbval", "--nbval-current-env",
+                           str(folder / "good.ipynb"), str(folder / "broken.ipynb")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    out = done.stdout + done.stderr
+    outcomes = {cell: status for status, cell in
+                re.findall(r"^(PASSED|FAILED) (\S+::(?:Learner cell|Cell) \d+)", out, re.M)}
+    learner = {cell: status for cell, status in outcomes.items() if "Learner" in cell}
+    assert learner == {f"notebooks/{name}.ipynb::Learner cell {n}": "PASSED" if (name, n) != ("broken", 2) else "FAILED"
+                       for name in ("good", "broken") for n in (0, 2, 3, 4)}, out
+    assert [status for cell, status in outcomes.items() if "Learner" not in cell] == ["PASSED"] * 10, out
+    assert "the check cannot take the placeholder" in out and done.returncode == 1, out
 
 
 def test_no_notebook_solution_cell_text_in_the_edition(edition: Path) -> None:
@@ -337,20 +386,6 @@ def test_no_notebook_solution_cell_text_in_the_edition(edition: Path) -> None:
     assert not found, "solution cell text in the learner edition:\n" + "\n".join(found)
 
 
-def _names(source: str) -> tuple[set[str], set[str]]:
-    """(names a cell binds, names it reads) at any depth; IPython magics and shell lines are dropped."""
-    code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
-    bound, read = set(), set()
-    for node in ast.walk(ast.parse(code)):
-        if isinstance(node, ast.Name):
-            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bound.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            bound |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
-    return bound, read
-
-
 def _solution_leaks(nb: nbformat.NotebookNode) -> tuple[list[str], int]:
     """Compared learner cells that read a name a solution cell set, and how many compared cells came after one."""
     _, changes = student.learner_notebook(nb)
@@ -359,7 +394,7 @@ def _solution_leaks(nb: nbformat.NotebookNode) -> tuple[list[str], int]:
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
-        bound, read = _names(cell.source)
+        bound, read = learner_tail.cell_names(cell.source)
         if index in changes.removed:
             solved |= bound
         elif index not in changes.cleared and index not in changes.stubbed and solved:
@@ -376,8 +411,8 @@ def test_no_compared_learner_cell_reads_what_a_solution_set() -> None:
     compared). Every other cell is the same code (the equality test above), so it prints the same outputs unless
     it reads a name that a removed solution cell set: then the learner sees another value than the course
     run did. No compared cell may read such a name (clear it in tools/student.py's way, or give it its own
-    value). 05 and 06, whose exercises launch runs, are also executed from the learner tree
-    (test_learner_notebook_with_solutions_passes_strict_nbval).
+    value). The learner tail that the course's nbval runs (tools/learner_tail.py) would show such a value too,
+    where a cell prints it; this check also covers the cells that do not.
     """
     checked = 0
     for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
