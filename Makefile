@@ -15,12 +15,12 @@ PYTEST_ARGS ?=
 
 .PHONY: test test-busy check lint typecheck mutants test-unit test-notebooks notebooks bench clean student site room
 
-# The whole check (issue 31). With WORKERS=2 or more, pytest-xdist hands out the test files and notebooks, one
-# per worker at a time, the longest first (tests/conftest.py orders them). WORKERS is 1 (plain pytest): on the
-# 2-core machine 2 workers were slower than one, and 04's long cell passed nbval's cell limit beside three other
-# notebooks (benchmarks/results/2026-11-26-vm-check-time-xdist.md).
+# The whole check (issue 31), on WORKERS pytest-xdist workers (2; WORKERS=1 for plain pytest): the notebooks run
+# one after another on one worker, at normal priority, while the other takes the test files, one file at a time,
+# longest first, at nice 10, using the CPU the notebooks leave idle (notebooks/conftest.py, tests/conftest.py).
+# Two notebooks at once were slower and pushed 04 past its cell limit (benchmarks/results/2026-11-26-vm-check-time-xdist.md).
 # MARK deselects, e.g. make test MARK='not browser'; PYTEST_ARGS is passed to pytest.
-WORKERS ?= 1
+WORKERS ?= 2
 MARK ?=
 xdist = $(if $(filter 1,$(WORKERS)),,-n $(WORKERS) --dist loadfile --no-loadscope-reorder)
 

@@ -148,8 +148,27 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     items.sort(key=lambda item: (file_rank[item.path], position[item.path]))
 
 
+#: Niceness that a pytest-xdist worker takes when its first item is a test file's while the session holds the
+#: notebooks (``make test``): the other worker runs the notebooks, whose timing verdicts then see an almost quiet
+#: machine (a niced process gets about a tenth of a contended core), while this one uses the CPU they leave idle.
+TEST_WORKER_NICE = 10
+#: Set by notebooks/conftest.py in the worker that runs a notebook cell; that worker keeps its priority.
+NOTEBOOK_WORKER_ENV = "COURSE_NOTEBOOK_WORKER"
+
+
+def _yield_to_the_notebooks(item: pytest.Item) -> None:
+    if "niced" in _SESSION or not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    _SESSION["niced"] = os.environ.get(NOTEBOOK_WORKER_ENV) != "1" and any(
+        other.path.suffix == ".ipynb" for other in item.session.items)
+    if _SESSION["niced"]:
+        os.nice(TEST_WORKER_NICE)
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Fail, with the remedy, a test whose required component is missing."""
+    """Fail, with the remedy, a test whose required component is missing; under xdist, let the notebooks go
+    first (:data:`TEST_WORKER_NICE`)."""
+    _yield_to_the_notebooks(item)
     for mark in item.iter_markers("requires"):
         for name in mark.args:
             if name not in COMPONENTS:
