@@ -1,7 +1,8 @@
 """notebooks/conftest.py fails a notebook cell whose stderr holds an error (issue 20, point 5).
 
 Unit tests of the line filter, and one real nbval run on scratch notebooks: a traceback on stderr
-fails its cell although the cell raised nothing; an allowed warning and a plain warning pass.
+fails its cell although the cell raised nothing; an allowed warning and a plain warning pass; a kernel
+killed mid-cell fails its cell at once.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ import re
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from xml.etree import ElementTree
 
 import nbformat
 import pytest
@@ -85,35 +88,56 @@ def _notebook(path: Path, sources: list[str], stdout: list[str]) -> None:
     nbformat.write(nb, path)
 
 
-def _nbval_with_the_course_conftest(folder: Path, *notebooks: str,
-                                    options: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
-    """nbval on ``folder``'s notebooks, with notebooks/conftest.py and its allow list copied beside them."""
-    for name in ("conftest.py", "stderr_allow.txt"):
-        shutil.copy(ROOT / "notebooks" / name, folder / name)
-    (folder / "pytest.ini").write_text("[pytest]\n")
-    return subprocess.run([sys.executable, "-m", "pytest", "--nbval", "--nbval-current-env", *options, "-p",
-                           "no:cacheprovider", "-rA", "-c", str(folder / "pytest.ini"), "--rootdir", str(folder),
-                           *(str(folder / name) for name in notebooks)],
-                          capture_output=True, text=True, timeout=300, cwd=folder)
+@dataclass
+class NbvalSession:
+    """One nbval run: its exit status, its output, and each cell's outcome and duration (from its JUnit XML)."""
+
+    returncode: int
+    out: str
+    outcomes: dict[str, str]
+    seconds: dict[str, float]
 
 
-@pytest.mark.slow  # > 2 s: left out of `make check`
-def test_nbval_fails_a_cell_with_a_traceback_on_stderr(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def nbval_session(tmp_path_factory: pytest.TempPathFactory) -> NbvalSession:
+    """ONE strict nbval run (a pytest start with nbval costs seconds of CPU) on the scratch notebooks of both slow
+    tests below, with notebooks/conftest.py and its allow list copied beside them, as the course runs them."""
+    folder = tmp_path_factory.mktemp("nbval-stderr")
     write = "import sys\nprint('step done')\n_ = sys.stderr.write({!r})"
-    _notebook(tmp_path / "bad.ipynb",
+    _notebook(folder / "bad.ipynb",
               [write.format("[1]<stderr>:Traceback (most recent call last):\n[1]<stderr>:  File \"x.py\"\n"
                             "[1]<stderr>:RuntimeError: rank 1 died\n"), "print('after')"],
               ["step done\n", "after\n"])
-    _notebook(tmp_path / "good.ipynb",
+    _notebook(folder / "good.ipynb",
               [write.format(CUDNN + "\n"), write.format("WARNING:tensorflow:a harmless warning\n")],
               ["step done\n", "step done\n"])
-    proc = _nbval_with_the_course_conftest(tmp_path, "bad.ipynb", "good.ipynb")
+    _notebook(folder / "killed.ipynb", ["import os, signal\nos.kill(os.getpid(), signal.SIGKILL)"], [""])
+    for name in ("conftest.py", "stderr_allow.txt"):
+        shutil.copy(ROOT / "notebooks" / name, folder / name)
+    (folder / "pytest.ini").write_text("[pytest]\n")
+    junit = folder / "junit.xml"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--nbval", "--nbval-current-env", "--nbval-cell-timeout",
+                           "120", "-p", "no:cacheprovider", "-rA", f"--junitxml={junit}", "-c", str(folder / "pytest.ini"),
+                           "--rootdir", str(folder), *(str(folder / name) for name in
+                                                       ("bad.ipynb", "good.ipynb", "killed.ipynb"))],
+                          capture_output=True, text=True, timeout=600, cwd=folder)
     out = proc.stdout + proc.stderr
     outcomes = {cell: status for status, cell in re.findall(r"^(PASSED|FAILED) (\S+::Cell \d+)", out, re.M)}
+    seconds = {}
+    if junit.is_file():
+        for case in ElementTree.parse(junit).iter("testcase"):
+            seconds[f"{case.get('classname')}::{case.get('name')}"] = float(case.get("time", "nan"))  # killed.ipynb
+    return NbvalSession(proc.returncode, out, outcomes, seconds)
+
+
+@pytest.mark.slow  # > 2 s: left out of `make check`
+def test_nbval_fails_a_cell_with_a_traceback_on_stderr(nbval_session: NbvalSession) -> None:
+    out = nbval_session.out
+    outcomes = {cell: status for cell, status in nbval_session.outcomes.items() if not cell.startswith("killed")}
     assert outcomes == {"bad.ipynb::Cell 0": "FAILED", "bad.ipynb::Cell 1": "PASSED",
                         "good.ipynb::Cell 0": "PASSED", "good.ipynb::Cell 1": "PASSED"}, out
     assert "Cell wrote an error to stderr" in out and "RuntimeError: rank 1 died" in out
-    assert proc.returncode == 1, out
+    assert nbval_session.returncode == 1, out
 
 
 class _FakeKernel:
@@ -170,12 +194,10 @@ def test_messages_pass_through_unchanged(monkeypatch):
 
 
 @pytest.mark.slow  # > 2 s: left out of `make check`
-def test_nbval_fails_fast_when_the_kernel_is_killed(tmp_path: Path) -> None:
+def test_nbval_fails_fast_when_the_kernel_is_killed(nbval_session: NbvalSession) -> None:
     """A kernel killed by SIGKILL mid-cell (as the out-of-memory killer does) fails that cell in seconds."""
-    import time
-    _notebook(tmp_path / "killed.ipynb", ["import os, signal\nos.kill(os.getpid(), signal.SIGKILL)"], [""])
-    started = time.monotonic()
-    proc = _nbval_with_the_course_conftest(tmp_path, "killed.ipynb", options=("--nbval-cell-timeout", "120"))
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 1 and "kernel died while the cell ran" in out, out
-    assert time.monotonic() - started < 60, "waited for the cell limit"
+    out = nbval_session.out
+    assert nbval_session.outcomes.get("killed.ipynb::Cell 0") == "FAILED" and "kernel died while the cell ran" in out, out
+    seconds = nbval_session.seconds.get("killed.ipynb::Cell 0")
+    assert seconds is not None, f"no duration of killed.ipynb::Cell 0 in the JUnit XML: {nbval_session.seconds}"
+    assert seconds < 60, f"waited {seconds:.0f} s: the cell limit (120 s), not the kernel's death"

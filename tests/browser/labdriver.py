@@ -41,6 +41,10 @@ CHROMIUM_ARGS = ("--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--disable-dev-shm-usage")
 PROMPT_NUMBER = re.compile(r"^\[\d+\]:?$")
+# How often a ``wait_for_function`` re-evaluates its condition in the page. Playwright's default ("raf") is every
+# animation frame, 60 times a second: over a test's minutes of waiting that kept Chromium's renderer busy (CPU the
+# kernels and ranks under test need). A learner-visible change is not missed by looking 5 times a second.
+POLL_MS = 200
 
 
 def free_port() -> int:
@@ -310,7 +314,7 @@ class NotebookPage:
         self.panel.wait_for(state="visible", timeout=timeout_ms)
         self.page.wait_for_function(
             "([panel, n]) => panel.querySelectorAll('.jp-Cell').length === n",
-            arg=[self.panel.element_handle(), cell_count], timeout=timeout_ms)
+            arg=[self.panel.element_handle(), cell_count], timeout=timeout_ms, polling=POLL_MS)
         self.wait_kernel_idle(timeout_ms)
 
     def wait_kernel_idle(self, timeout_ms: float = 120_000) -> None:
@@ -330,7 +334,7 @@ class NotebookPage:
             """(panel) => {
                 const s = panel.querySelector('.jp-Notebook-ExecutionIndicator');
                 return s && s.getAttribute('data-status') === 'idle';
-            }""", arg=self.panel.element_handle(), timeout=timeout_ms)
+            }""", arg=self.panel.element_handle(), timeout=timeout_ms, polling=POLL_MS)
 
     def menu(self, menu: str, item: str) -> None:
         """Click ``menu`` in the menu bar, then its entry ``item``."""
@@ -353,7 +357,7 @@ class NotebookPage:
         self.page.wait_for_function(
             """(panel) => [...panel.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')]
                    .every(p => !/\\d/.test(p.textContent))""",
-            arg=self.panel.element_handle(), timeout=10_000)
+            arg=self.panel.element_handle(), timeout=10_000, polling=POLL_MS)
 
     def run_all(self, timeout_ms: float) -> None:
         """Run ▸ Run All Cells, then wait until the run is over (or stopped at an error)."""
@@ -373,7 +377,7 @@ class NotebookPage:
                 if (code.every(c => /\\[\\d+\\]/.test(prompt(c)))) return true;
                 return cells.some(c => [...c.querySelectorAll('.jp-OutputArea-output')]
                     .some(o => o.textContent.includes('Traceback')));
-            }""", arg=[self.panel.element_handle(), index], timeout=timeout_ms)
+            }""", arg=[self.panel.element_handle(), index], timeout=timeout_ms, polling=POLL_MS)
         self.wait_kernel_idle(timeout_ms)
 
     def run_cell(self, index: int, timeout_ms: float) -> None:
