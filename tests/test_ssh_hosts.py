@@ -54,6 +54,11 @@ REMOTE_GONE_S = 15
 GLOO_TIMEOUT_S = 8
 ELASTIC_EPOCHS = 5
 ELASTIC_DATA = ["--train-subset", "1024", "--test-subset", "256"]
+#: The elastic job must also learn through the fault (this test is the suite's one elastic run that checks it;
+#: notebooks/06_beyond_one_machine.ipynb checks the killed-worker run's shrink, regrowth and last epoch).
+#: Measured for tests/test_elastic.py (2026-11-21), 2 workers, 6 epochs of 1024 images, not interrupted,
+#: seeds 1, 42, 7: test accuracy 0.785, 0.793, 0.758; 4 epochs with a killed worker: 0.789. Chance: 0.10.
+ELASTIC_MIN_ACCURACY = 0.4
 
 
 def namespace_leftovers(before_passwd: str, tag: str, workdir: Path) -> list[str]:
@@ -255,6 +260,9 @@ def test_elastic_carries_on_without_the_host_and_readmits_it(hosts, tmp_path):
     results = [e for _, e in summary["events"] if e["event"] == "result"]
     assert epochs[-1] == ELASTIC_EPOCHS and len(results) == 1, (epochs, results)  # the last epoch was reached
     assert results[0]["epochs_done"] == ELASTIC_EPOCHS and results[0]["sizes"][:2] == [2, 1], results
+    losses = [e["loss"] for _, e in summary["events"] if e["event"] == "epoch"]
+    assert losses[-1] < losses[0], losses  # the loss fell through the fault ...
+    assert results[0]["test_accuracy"] >= ELASTIC_MIN_ACCURACY, results  # ... and it learned
     assert len(summary["digests"]) == 2 and len(set(summary["digests"].values())) == 1  # both hosts at the end
     assert "shrunk" in state, sizes
     grown = [t for t, size in sizes if t > state["up"] and size == 2]
