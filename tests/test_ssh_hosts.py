@@ -169,6 +169,10 @@ def test_two_hosts_train_to_the_same_digest(hosts, controller):
     assert summary["error"] is None and summary["returncode"] == 0, summary["lines"][-40:]
     assert sorted(summary["digests"]) == ["0", "1"] and len(set(summary["digests"].values())) == 1
     assert summary["result"]["workers"] == 2 and summary["result"]["epochs_run"] == 1
+    # The controller asked for ran (horovodrun --mpi tags a line "[1,1]<stdout>:", Gloo "[1]<stdout>:").
+    assert ("--mpi" in summary["command"]) == (controller == "mpi"), summary["command"]
+    tag = "[1,1]<stdout>:" if controller == "mpi" else "[1]<stdout>:"
+    assert any(tag in line for line in summary["lines"]), summary["lines"][-40:]
     assert sshd_log.read_text().count("Accepted publickey") > logins_before  # hostB's rank came over ssh
     # Each host had its rank, and the two shared no core (the machine-wide slot files).
     assert set(cores) == {"hostA", "hostB"}, cores
