@@ -56,7 +56,7 @@ ELASTIC_EPOCHS = 5
 ELASTIC_DATA = ["--train-subset", "1024", "--test-subset", "256"]
 #: The elastic job must also learn through the fault (this test is the suite's one elastic run that checks it;
 #: notebooks/06_beyond_one_machine.ipynb checks the killed-worker run's shrink, regrowth and last epoch).
-#: Measured for tests/test_elastic.py (2026-11-21), 2 workers, 6 epochs of 1024 images, not interrupted,
+#: Measured for the former tests/test_elastic.py (2026-11-21), 2 workers, 6 epochs of 1024 images, not interrupted,
 #: seeds 1, 42, 7: test accuracy 0.785, 0.793, 0.758; 4 epochs with a killed worker: 0.789. Chance: 0.10.
 ELASTIC_MIN_ACCURACY = 0.4
 
