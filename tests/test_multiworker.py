@@ -1,13 +1,23 @@
-"""Tests of course_lib.runner.multiworker / supervise / faults, and the MWMS and mpirun runs.
+"""Tests of course_lib.runner.multiworker / supervise / faults.
 
-Bad input must fail before anything starts; the supervisor is tried with tiny python workers;
-the integration tests (``-m horovod``) run the real scripts on tiny data and check, after each
-run, that no process of it is left (by the recorded pids and by an environment marker).
+Bad input must fail before anything starts; the supervisor is tried with tiny python workers, and
+after each run no process of it may be left (by the recorded pids and by an environment marker).
+
+The real runs are not repeated here: notebooks/06_beyond_one_machine.ipynb makes them, and nbval
+compares each of its verdict lines (issue 31: the suite makes each launch once).
+
+- Two host names (Gloo) and ``mpirun`` train to identical weights: 06's cells "two_hosts" and
+  "with_mpirun" (both commands printed, ``-bind-to none`` included; "identical weights on every rank
+  of both runs: True"), and both learn ("every run learned (test accuracy >= 0.6 ...): True").
+- A killed MultiWorkerMirroredStrategy run resumes from its backup: 06's "killed" and "resumed" cells
+  (killed, failed, stopped early; resumed after the last finished epoch, ran exactly the missing
+  epochs, "same final weights as the uninterrupted run: True", which learned).
+- No process of any of those runs is left: 06's "processes of this notebook's runs still alive: 0",
+  and tests/conftest.py's session-wide leftover check.
 """
 
 from __future__ import annotations
 
-import math
 import socket
 import sys
 import uuid
@@ -17,21 +27,12 @@ import psutil
 import pytest
 
 from course_lib.runner import multiworker as mw
-from course_lib.runner.faults import WorkerKiller, world_sizes
+from course_lib.runner.faults import WorkerKiller
 from course_lib.runner.launch import RunFailedError
 from course_lib.runner.preflight import LaunchError
 
 ROOT = Path(__file__).resolve().parents[1]
 MWMS = ROOT / "source_code" / "mwms_fmnist.py"
-HOROVOD = ROOT / "source_code" / "horovod_fmnist.py"
-TINY = ["--train-subset", "512", "--test-subset", "256", "--batch-size", "64", "--json"]
-# The runs must be seen to learn on TINY's budget. Measured on the 2-core machine (2026-11-21):
-# horovod_fmnist.py, 2 workers, 1 epoch (4 steps of 2 x 64), seeds 1, 42: test accuracy 0.477,
-# 0.566 (chance 0.10), test loss 1.61, 1.63 (an untrained model: about ln 10 = 2.30); seed 7:
-# 0.586, 1.70. mwms_fmnist.py, 2 workers, 3 epochs uninterrupted, seeds 1, 42, 7: test accuracy
-# 0.703, 0.668, 0.672, epoch loss 2.09-2.11 -> 1.10-1.19. Thresholds with margin:
-MIN_ACCURACY, MAX_TEST_LOSS = 0.25, 0.85 * math.log(10)
-MWMS_MIN_ACCURACY = 0.4
 
 
 def leftovers(mark: str, pids: list[int]) -> list[int]:
@@ -169,47 +170,3 @@ def test_worker_killer_kills_the_named_rank_once(tmp_path):
         victim.wait()
     with pytest.raises(ValueError):
         WorkerKiller(fraction=1.5)
-
-
-# -- integration: real runs ----------------------------------------------------------------------
-@pytest.mark.horovod
-def test_two_host_names_and_mpirun_give_identical_weights(mark):
-    from course_lib.runner.launch import run_horovod
-
-    args = ["--epochs", "1", "--deterministic", "--threads-per-worker", "1", *TINY]
-    env = {"COURSE_TEST_MARK": mark, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    gloo = run_horovod(HOROVOD, 2, args, hosts=mw.LOCAL_HOSTS, env=env, timeout=110,
-                       show="none")
-    assert leftovers(mark, gloo.pids) == []
-    mpi = mw.run_mpirun(HOROVOD, args, num_workers=2, env=env, timeout=110, show="none")
-    assert leftovers(mark, mpi.pids) == []
-    assert len(set(gloo.digests.values())) == 1 and len(gloo.digests) == 2
-    assert gloo.result["test_accuracy"] >= MIN_ACCURACY, gloo.result  # it learned
-    assert gloo.result["test_loss"] <= MAX_TEST_LOSS, gloo.result
-    assert mpi.digests == gloo.digests
-    assert "mpirun" in mpi.command[0] and "-bind-to" in mpi.command
-
-
-@pytest.mark.horovod
-def test_mwms_killed_run_resumes_from_backup(tmp_path, mark):
-    args = ["--epochs", "3", "--backup-dir", str(tmp_path / "backup"), *TINY]
-    env = {"COURSE_TEST_MARK": mark}
-    # Timed from epoch 2 (epoch 1 includes graph tracing, up to 5x longer under load: a kill timed
-    # from it could land after the run ended; H7, runner/faults).
-    killer = WorkerKiller(rank=1, after_epoch=2, fraction=0.25)
-    killed = mw.run_multiworker(MWMS, args, timeout=110, env=env, on_event=killer, check=False,
-                                show="none")
-    assert killer.killed_pid is not None
-    assert killed.returncode != 0
-    assert [e["epoch"] for e in killed.epochs][-1] < 3  # it did not finish
-    assert leftovers(mark, killed.pids) == []
-    resumed = mw.run_multiworker(MWMS, args, timeout=110, env=env, show="none")
-    resume = [e for _, e in resumed.events if e["event"] == "resume"]
-    assert resume and resume[0]["epoch"] >= 1
-    assert [e["epoch"] for e in resumed.epochs] == list(range(resume[0]["epoch"] + 1, 4))
-    assert resumed.result["workers"] == 2
-    assert resumed.epochs[-1]["loss"] < killed.epochs[0]["loss"]  # the loss fell over the run ...
-    assert resumed.result["test_accuracy"] >= MWMS_MIN_ACCURACY, resumed.result  # ... and it learned
-    assert len(resumed.digests) == 2 and len(set(resumed.digests.values())) == 1
-    assert leftovers(mark, resumed.pids) == []
-    assert world_sizes(resumed) == [2]

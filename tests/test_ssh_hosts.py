@@ -50,10 +50,18 @@ FIXED_DETECT_S = 20
 #: And nothing may be left on hostB this long after the failure (sshd's ClientAliveInterval 2 s x 2
 #: ends the session; the pseudo-terminal's SIGHUP ends the rank).
 REMOTE_GONE_S = 15
-#: Elastic: Gloo's time-out for a rank waiting on the lost host (see the test), and the run's size.
-GLOO_TIMEOUT_S = 8
+#: Elastic: Gloo's time-out for a rank waiting on the lost host (see the test), and the run's size. It also
+#: bounds the survivors' wait at the rendezvous for the re-admitted host's fresh worker, which imports
+#: TensorFlow first: 8 s aborted the job (gloo::IoException "Wait timeout after 8 seconds", exit 134) 3 times
+#: in 3 at load 11-21 (2026-11-26); 20 s leaves a busy machine room for that start.
+GLOO_TIMEOUT_S = 20
 ELASTIC_EPOCHS = 5
 ELASTIC_DATA = ["--train-subset", "1024", "--test-subset", "256"]
+#: The elastic job must also learn through the fault (this test is the suite's one elastic run that checks it;
+#: notebooks/06_beyond_one_machine.ipynb checks the killed-worker run's shrink, regrowth and last epoch).
+#: Measured for the former tests/test_elastic.py (2026-11-21), 2 workers, 6 epochs of 1024 images, not interrupted,
+#: seeds 1, 42, 7: test accuracy 0.785, 0.793, 0.758; 4 epochs with a killed worker: 0.789. Chance: 0.10.
+ELASTIC_MIN_ACCURACY = 0.4
 
 
 def namespace_leftovers(before_passwd: str, tag: str, workdir: Path) -> list[str]:
@@ -164,6 +172,10 @@ def test_two_hosts_train_to_the_same_digest(hosts, controller):
     assert summary["error"] is None and summary["returncode"] == 0, summary["lines"][-40:]
     assert sorted(summary["digests"]) == ["0", "1"] and len(set(summary["digests"].values())) == 1
     assert summary["result"]["workers"] == 2 and summary["result"]["epochs_run"] == 1
+    # The controller asked for ran (horovodrun --mpi tags a line "[1,1]<stdout>:", Gloo "[1]<stdout>:").
+    assert ("--mpi" in summary["command"]) == (controller == "mpi"), summary["command"]
+    tag = "[1,1]<stdout>:" if controller == "mpi" else "[1]<stdout>:"
+    assert any(tag in line for line in summary["lines"]), summary["lines"][-40:]
     assert sshd_log.read_text().count("Accepted publickey") > logins_before  # hostB's rank came over ssh
     # Each host had its rank, and the two shared no core (the machine-wide slot files).
     assert set(cores) == {"hostA", "hostB"}, cores
@@ -255,6 +267,9 @@ def test_elastic_carries_on_without_the_host_and_readmits_it(hosts, tmp_path):
     results = [e for _, e in summary["events"] if e["event"] == "result"]
     assert epochs[-1] == ELASTIC_EPOCHS and len(results) == 1, (epochs, results)  # the last epoch was reached
     assert results[0]["epochs_done"] == ELASTIC_EPOCHS and results[0]["sizes"][:2] == [2, 1], results
+    losses = [e["loss"] for _, e in summary["events"] if e["event"] == "epoch"]
+    assert losses[-1] < losses[0], losses  # the loss fell through the fault ...
+    assert results[0]["test_accuracy"] >= ELASTIC_MIN_ACCURACY, results  # ... and it learned
     assert len(summary["digests"]) == 2 and len(set(summary["digests"].values())) == 1  # both hosts at the end
     assert "shrunk" in state, sizes
     grown = [t for t, size in sizes if t > state["up"] and size == 2]

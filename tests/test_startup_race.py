@@ -6,10 +6,11 @@ re-parented to init, out of the tree the launcher and the watchdog walk (2 of 10
 left a rank running). The watchdog is now a child subreaper and sweeps its tree before it exits,
 and the launcher no longer SIGKILLs it first (course_lib/runner/watchdog.py, processes.py).
 
-Here 24 launches of ``tests/scripts/sleep_hvd.py`` are interrupted at different moments of
-start-up: 6 from the output callback (at the first line of any kind, at the first and at the second
-rank's "sleeping" line) and 18 by a real SIGINT to this process, as Jupyter's Interrupt sends to a
-kernel, at delays from 0.1 s (slot grant, horovodrun's own start) to 4 s. The ranks print their first
+Here 21 launches of ``tests/scripts/sleep_hvd.py`` are interrupted at different moments of
+start-up (issue 31 asks for at least 20, a third with stubborn ranks: 7 here): 6 from the output callback
+(at the first line of any kind, at the first and at the second rank's "sleeping" line) and 15 by a real
+SIGINT to this process, as Jupyter's Interrupt sends to a kernel, at delays from 0.1 s (slot grant,
+horovodrun's own start) to 4 s (a start-up slowed by a busy machine). The ranks print their first
 line about 0.85 s after the call on a quiet 2-core machine (horovodrun's build check no longer holds them
 back 5 s: course_lib/runner/horovodrun.py), so most delays fall while the ranks are being spawned. A third of them run ranks that ignore SIGINT and SIGTERM (``--stubborn``: a rank stuck in
 a collective or a C call), and a third ranks that, when signalled, start a process in a session of
@@ -36,7 +37,9 @@ from course_lib.runner.launch import run_horovod
 SLEEP = Path(__file__).parent / "scripts" / "sleep_hvd.py"
 GRACE = (0.5, 0.5)  # short SIGINT/SIGTERM grace periods: the test is about the start-up window
 CALLBACK_POINTS = [("any", 1), ("sleeping", 1), ("sleeping", 2)]
-SIGINT_DELAYS = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.4, 1.7, 2.0, 2.5, 3.0, 4.0]
+# 0.1 s apart where the ranks are being spawned on a quiet machine (about 0.85 s), wider beyond; 15 delays,
+# so that with the 6 callback points a third of the 21 launches (7) have stubborn ranks.
+SIGINT_DELAYS = [0.1, 0.2, 0.4, 0.5, 0.6, 0.8, 0.9, 1.0, 1.1, 1.2, 1.4, 1.7, 2.0, 3.0, 4.0]
 ALL_MARKS: list[str] = []
 
 
@@ -67,7 +70,9 @@ def launch(mark: str, kind: str, on_line) -> None:
 
 
 def assert_nothing_left(mark: str) -> None:
-    deadline = time.monotonic() + 1.0  # processes in the middle of dying get a moment
+    # Processes in the middle of dying get a moment: 1 s was too short at load 11-14 (2026-11-26, at ad3ba5f:
+    # the watchdog of the [0.2] launch, --grace 0.5 0.5, still alive after 1 s). A leaked rank lives on.
+    deadline = time.monotonic() + 5.0
     while left_with(mark) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert left_with(mark) == []
