@@ -330,6 +330,7 @@ def test_doctor_fails_when_horovodrun_is_missing(monkeypatch: pytest.MonkeyPatch
     assert build.status == "fail" and "horovodrun" in build.detail and "make setup" in build.remedy
 
 
+@pytest.mark.slow  # copies, rewrites and verifies the raw files: 2.7 s with the machine loaded
 def test_doctor_fails_on_corrupt_data_with_remedy(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     import gzip
