@@ -58,7 +58,7 @@ def test_corrupt_files_are_named(tmp_path):
     labels = tmp_path / "t10k-labels-idx1-ubyte.gz"
     raw = bytearray(gzip.decompress(labels.read_bytes()))
     raw[100] ^= 0xFF
-    labels.write_bytes(gzip.compress(bytes(raw)))
+    labels.write_bytes(gzip.compress(bytes(raw), compresslevel=1))
     # 2) flipped bytes inside the compressed stream -> cannot be decompressed (CRC / data error)
     train_labels = tmp_path / "train-labels-idx1-ubyte.gz"
     blob = bytearray(train_labels.read_bytes())
@@ -271,7 +271,7 @@ def test_keras_cache_with_one_flipped_pixel_is_refused(fmnist, tmp_path, monkeyp
     cached = tmp_path / ".keras" / "datasets" / "fashion-mnist" / "train-images-idx3-ubyte.gz"
     raw = bytearray(gzip.decompress(cached.read_bytes()))
     raw[16 + 5 * 784 + 400] ^= 0x01  # one pixel of the sixth image, least significant bit
-    cached.write_bytes(gzip.compress(bytes(raw)))
+    cached.write_bytes(gzip.compress(bytes(raw), compresslevel=1))  # level 9 (the default): ~17 CPU-s for 47 MB
     with pytest.raises(data.DataCorruptError, match="train-images-idx3-ubyte") as info:
         data.load_arrays("keras", train_subset=10)
     assert str(cached) in str(info.value) and "delete" in str(info.value)

@@ -208,12 +208,22 @@ def test_every_coding_solution_exists(key: str) -> None:
 
 @pytest.mark.horovod
 def test_coding_self_check_accepts_the_solution(capsys: pytest.CaptureFixture[str]) -> None:
+    """The solution's real 2-worker run passes the check. The same launch (horovod_fmnist_minimal.py, 2 workers,
+    TINY) as tests/test_minimal_script.py::test_minimal_script_two_workers_end_with_identical_weights, so this
+    test also asserts what that one does (identical digests, a result that shows learning): one of the two
+    launches can go."""
+    from test_minimal_script import MAX_TEST_LOSS, MIN_ACCURACY
+
     from course_lib.lessons.exercises import check_horovod_run
 
     result = _run(SOLUTION_SCRIPT)
     assert result.returncode == 0, "\n".join(result.log[-20:])
     assert check_horovod_run(result, workers=2) is True
     assert "correct" in capsys.readouterr().out
+    assert sorted(result.digests) == [0, 1] and result.digests[0] == result.digests[1], result.digests
+    assert result.result is not None and result.result["workers"] == 2
+    assert result.result["test_accuracy"] >= MIN_ACCURACY, result.result  # well above chance (0.1)
+    assert result.result["test_loss"] <= MAX_TEST_LOSS, result.result  # the loss fell
 
 
 WRONG_ATTEMPTS = {
@@ -246,16 +256,23 @@ def test_coding_self_check_without_a_run(capsys: pytest.CaptureFixture[str]) -> 
 
 
 # --- the coding exercise of 02: one replica's step of a custom training loop -----------------------
-REPLICA_STEP_CHECK = r'''
+#: One fresh interpreter holds the two simulated devices and their MirroredStrategy for both 02 tests
+#: (test_replica_step_check_accepts_the_solution_and_rejects_wrong_steps, then
+#: test_02_notebook_solutions_replica_step_and_divisor_experiment): the fixture replica_step_runs runs this
+#: prelude, then REPLICA_STEP_CHECK, a separator line, then REPLICA_STEP_NOTEBOOK.
+REPLICA_STEP_PRELUDE = r'''
 import importlib.util, json, sys
 from course_lib.training import devices
 names = devices.simulate_devices(2)
 from course_lib.training.keras2 import keras
 import tensorflow as tf
 from course_lib.lessons.exercises import check_replica_step
+strategy = tf.distribute.MirroredStrategy(names)
+'''
+REPLICA_STEP_SEPARATOR = "=== 02 notebook solutions ==="
+REPLICA_STEP_CHECK = r'''
 spec = importlib.util.spec_from_file_location("answers", sys.argv[1])
 answers = importlib.util.module_from_spec(spec); spec.loader.exec_module(answers)
-strategy = tf.distribute.MirroredStrategy(names)
 per_example = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
 
 def per_replica_batch(model, optimizer, images, labels):   # divides by the per-replica batch
@@ -283,20 +300,32 @@ print(json.dumps(verdicts))
 '''
 
 
-@pytest.mark.slow  # > 2 s: left out of `make check`
-def test_replica_step_check_accepts_the_solution_and_rejects_wrong_steps(tmp_path: Path) -> None:
-    import json
+@pytest.fixture(scope="module")
+def replica_step_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """REPLICA_STEP_CHECK's and REPLICA_STEP_NOTEBOOK's output, from one TensorFlow process (see the prelude)."""
     import os
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-c", REPLICA_STEP_CHECK, str(SOLUTIONS_FILE)], capture_output=True,
-                          text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, cwd=tmp_path)
+    step = _solution_source("02", "def my_replica_step(")
+    code = (REPLICA_STEP_PRELUDE + REPLICA_STEP_CHECK + f"print({REPLICA_STEP_SEPARATOR!r}, flush=True)\n"
+            + REPLICA_STEP_NOTEBOOK)
+    proc = subprocess.run([sys.executable, "-c", code, str(SOLUTIONS_FILE), step, json.dumps(NOTEBOOK_WRONG_STEPS),
+                           _solution_source("02", "DIVIDE_BY =")], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, cwd=tmp_path_factory.mktemp("replica"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    verdicts = json.loads(proc.stdout.strip().splitlines()[-1])
+    check_out, separator, notebook_out = proc.stdout.partition(REPLICA_STEP_SEPARATOR + "\n")
+    assert separator, proc.stdout
+    return check_out, notebook_out
+
+
+@pytest.mark.slow  # > 2 s: left out of `make check`
+def test_replica_step_check_accepts_the_solution_and_rejects_wrong_steps(replica_step_runs: tuple[str, str]) -> None:
+    out = replica_step_runs[0]
+    verdicts = json.loads(out.strip().splitlines()[-1])
     assert verdicts == {"solution": True, "per_replica_batch": False, "fixed_global_batch": False,
-                        "no_update": False, "unwritten": False}, proc.stdout
-    assert "not written yet" in proc.stdout and "Hint:" in proc.stdout
+                        "no_update": False, "unwritten": False}, out
+    assert "not written yet" in out and "Hint:" in out
 
 
 # --- the coding exercise of 01: finish a ring all-reduce -------------------------------------------
@@ -728,22 +757,15 @@ def test_03_notebook_solution_runs_the_solution_script() -> None:
 
 
 REPLICA_STEP_NOTEBOOK = r'''
-import json, sys
-from course_lib.training import devices
-names = devices.simulate_devices(2)
-from course_lib.training.keras2 import keras
-import tensorflow as tf
-from course_lib.lessons.exercises import check_replica_step
 from course_lib.lessons import experiment_checks
-strategy = tf.distribute.MirroredStrategy(names)
-source = sys.argv[1]
+source = sys.argv[2]
 verdicts = {}
-for name, (old, new) in json.loads(sys.argv[2]).items():
+for name, (old, new) in json.loads(sys.argv[3]).items():
     namespace = {"keras": keras, "tf": tf}
     exec(source.replace(old, new), namespace)
     verdicts[name] = check_replica_step(namespace["my_replica_step"], strategy)
 namespace = {"strategy": strategy}
-exec(sys.argv[3], namespace)
+exec(sys.argv[4], namespace)
 gaps = {"solution": experiment_checks.divisor_weight_gap(strategy, namespace["DIVIDE_BY"]),
         "global": experiment_checks.divisor_weight_gap(strategy, experiment_checks.DIVISOR_BATCH)}
 print(json.dumps({"verdicts": verdicts, "gaps": gaps, "divide_by": namespace["DIVIDE_BY"]}))
@@ -756,26 +778,18 @@ NOTEBOOK_WRONG_STEPS = {
 }
 
 
-@pytest.mark.slow  # TensorFlow in a subprocess: about 20 s
-def test_02_notebook_solutions_replica_step_and_divisor_experiment(tmp_path: Path,
+@pytest.mark.slow  # TensorFlow in a subprocess (replica_step_runs)
+def test_02_notebook_solutions_replica_step_and_divisor_experiment(replica_step_runs: tuple[str, str],
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    import json
-    import os
-    import subprocess
-    import sys
-
     from course_lib.lessons.experiment_checks import check_divisor_experiment
 
     step = _solution_source("02", "def my_replica_step(")
     for name, (old, _new) in NOTEBOOK_WRONG_STEPS.items():
         assert step.count(old) == 1 or not old, f"02's solution no longer has {old!r} ({name})"
-    proc = subprocess.run([sys.executable, "-c", REPLICA_STEP_NOTEBOOK, step, json.dumps(NOTEBOOK_WRONG_STEPS),
-                           _solution_source("02", "DIVIDE_BY =")], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = replica_step_runs[1]
+    found = json.loads(out.strip().splitlines()[-1])
     assert found["verdicts"] == {"solution": True, "per_replica_batch": False, "fixed_global_batch": False,
-                                 "no_update": False}, proc.stdout
+                                 "no_update": False}, out
     assert found["gaps"]["global"] < 1e-5 < 1e-3 < found["gaps"]["solution"], found   # far from "cannot tell"
     namespace: dict[str, Any] = {}
     exec(_solution_source("02", 'answer = "'), namespace)  # noqa: S102
@@ -829,7 +843,11 @@ def test_broadcast_experiment_check(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.horovod
 def test_broadcast_experiment_on_a_real_run(capsys: pytest.CaptureFixture[str]) -> None:
-    """The notebook's experiment, launched: without the broadcast the ranks end apart; with it, together."""
+    """The notebook's experiment, launched: without the broadcast the ranks end apart; with it, together.
+
+    The same control as tests/test_scripts.py::test_control_without_broadcast_and_seeds_per_rank_diverges
+    (horovod_fmnist.py, 2 workers, --no-broadcast --seed-per-rank, 1 epoch), so this test also asserts what
+    that one does (the config event, two different digests): one of the two launches can go."""
     from course_lib.lessons.experiment_checks import check_broadcast_experiment
     from course_lib.runner import launch
 
@@ -837,7 +855,8 @@ def test_broadcast_experiment_on_a_real_run(capsys: pytest.CaptureFixture[str]) 
     script = ROOT / "source_code" / "horovod_fmnist.py"
     apart = launch.run_horovod(script, 2, args + ["--no-broadcast", "--seed-per-rank"], timeout=300, show="none",
                                oversubscribe=True, cwd=ROOT)
-    assert len(set(apart.digests.values())) == 2
+    assert apart.config is not None and apart.config["broadcast"] is False and apart.config["seed_per_rank"] is True
+    assert sorted(apart.digests) == [0, 1] and len(set(apart.digests.values())) == 2
     assert check_broadcast_experiment("different", run=apart) is True
     assert check_broadcast_experiment("same", run=apart) is False
     capsys.readouterr()

@@ -95,13 +95,7 @@ def _fresh(code: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.slow  # > 2 s: left out of `make check`
-@pytest.mark.parametrize("order", ["keras2 first", "tensorflow first"])
-def test_keras2_makes_tf_keras_keras_2_and_horovod_callbacks_use_it(order: str) -> None:
-    imports = ("from course_lib.training.keras2 import keras, is_active\nimport tensorflow as tf\n"
-               if order == "keras2 first" else
-               "import tensorflow as tf\nfrom course_lib.training.keras2 import keras, is_active\n")
-    info = _fresh(imports + """
+_KERAS2_PROBE = """
 import json, os, subprocess, sys
 import horovod.tensorflow.keras as hvd
 import horovod.tensorflow.keras.callbacks as cb
@@ -109,7 +103,47 @@ child = subprocess.run([sys.executable, "-c", "import os; print(os.environ.get('
                        capture_output=True, text=True).stdout.strip()
 print(json.dumps({"active": is_active()[0], "keras": keras.__version__, "same_model": tf.keras.Model is keras.Model,
                   "cb_backend": cb.K.__name__, "has_set_value": hasattr(cb.K, "set_value"), "child": child}))
-""")
+"""
+
+#: test_set_random_seed_then_unseeded_layers_work_and_repeat's probe, run in the "keras2 first" process
+#: (the state it needs: course_lib.training.keras2 imported first, in a fresh interpreter).
+_SEED_PROBE = """
+from tf_keras.src import backend
+def weights():
+    keras.utils.set_random_seed(7)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3), keras.layers.Dropout(0.5)])
+    return model.layers[0].kernel.numpy().tolist()
+try:  # a failure here is this probe's answer: the Keras 2 probe's line above stands
+    first, second = weights(), weights()
+    seeded = {"same": first == second, "generator": type(backend._SEED_GENERATOR.generator).__name__}
+except Exception as exc:
+    seeded = {"error": f"{type(exc).__name__}: {exc}"}
+print(json.dumps(seeded))
+"""
+
+
+@pytest.fixture(scope="module")
+def keras2_first() -> tuple[dict, dict]:
+    """One fresh interpreter that imports course_lib.training.keras2 before TensorFlow: the Keras 2 probe's
+    answer, then the seed probe's (two tests read it; each asserts its own property)."""
+    code = ("from course_lib.training.keras2 import keras, is_active\nimport tensorflow as tf\n"
+            + _KERAS2_PROBE + _SEED_PROBE)
+    env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    keras2_line, seed_line = proc.stdout.strip().splitlines()[-2:]
+    return json.loads(keras2_line), json.loads(seed_line)
+
+
+@pytest.mark.slow  # > 2 s: left out of `make check`
+@pytest.mark.parametrize("order", ["keras2 first", "tensorflow first"])
+def test_keras2_makes_tf_keras_keras_2_and_horovod_callbacks_use_it(order: str, request: pytest.FixtureRequest) -> None:
+    if order == "keras2 first":
+        info = request.getfixturevalue("keras2_first")[0]
+    else:
+        info = _fresh("import tensorflow as tf\nfrom course_lib.training.keras2 import keras, is_active\n"
+                      + _KERAS2_PROBE)
     assert info["active"] and info["same_model"], info
     assert info["keras"].startswith("2."), info
     assert info["cb_backend"].startswith("tf_keras") and info["has_set_value"], info  # the Horovod patch
@@ -124,18 +158,7 @@ def test_without_the_variable_tf_keras_is_keras_3() -> None:
 
 
 @pytest.mark.slow  # > 2 s: left out of `make check`
-def test_set_random_seed_then_unseeded_layers_work_and_repeat() -> None:
+def test_set_random_seed_then_unseeded_layers_work_and_repeat(keras2_first: tuple[dict, dict]) -> None:
     """tf_keras 2.18 draws unseeded layers' seeds with randint(1, 1e9), a TypeError on Python 3.12
     (tf-keras#803); keras2 hands it a generator that takes the float bound, in the same state."""
-    info = _fresh("""
-import json
-from course_lib.training.keras2 import keras
-from tf_keras.src import backend
-def weights():
-    keras.utils.set_random_seed(7)
-    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3), keras.layers.Dropout(0.5)])
-    return model.layers[0].kernel.numpy().tolist()
-first, second = weights(), weights()
-print(json.dumps({"same": first == second, "generator": type(backend._SEED_GENERATOR.generator).__name__}))
-""")
-    assert info == {"same": True, "generator": "_IntBoundsRandom"}
+    assert keras2_first[1] == {"same": True, "generator": "_IntBoundsRandom"}
