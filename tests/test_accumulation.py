@@ -84,7 +84,9 @@ def _assert_same_as_large_batch(name: str, updates: int, path: str) -> None:
     assert got_iterations == updates, f"optimizer.iterations {got_iterations} != {updates} updates"
 
 
-@pytest.mark.parametrize("updates", [1, 2, 10])
+# 1 update (the first, from fresh slots) and 10 (the step counter and slots carried across updates);
+# 2 updates were also run until issue 31: any error at the 2nd update shows in the 10-update run too.
+@pytest.mark.parametrize("updates", [1, 10])
 @pytest.mark.parametrize("name", ["sgd", "adam", "lars", "lamb"])
 def test_accumulation_equals_one_large_batch(name: str, updates: int) -> None:
     _assert_same_as_large_batch(name, updates, "course")
