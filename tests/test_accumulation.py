@@ -7,10 +7,8 @@ advances ``optimizer.iterations`` at every micro-step, and their bias correction
 
 from __future__ import annotations
 
+import functools
 import os
-import subprocess
-import sys
-import textwrap
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -69,8 +67,15 @@ def _train(name: str, updates: int, path: str) -> tuple[list[np.ndarray], int]:
     return [w.numpy() for w in model.trainable_variables], int(optimizer.iterations.numpy())
 
 
+@functools.lru_cache(maxsize=None)
+def _large_batch(name: str, updates: int) -> tuple[list[np.ndarray], int]:
+    """The reference path, trained once per (optimizer, updates) for every test that compares with it
+    (issue 31: Horovod's tests reuse the course's)."""
+    return _train(name, updates, "large")
+
+
 def _assert_same_as_large_batch(name: str, updates: int, path: str) -> None:
-    want, want_iterations = _train(name, updates, "large")
+    want, want_iterations = _large_batch(name, updates)
     got, got_iterations = _train(name, updates, path)
     assert want_iterations == updates
     for g, w in zip(got, want):
@@ -79,7 +84,9 @@ def _assert_same_as_large_batch(name: str, updates: int, path: str) -> None:
     assert got_iterations == updates, f"optimizer.iterations {got_iterations} != {updates} updates"
 
 
-@pytest.mark.parametrize("updates", [1, 2, 10])
+# 1 update (the first, from fresh slots) and 10 (the step counter and slots carried across updates);
+# 2 updates were also run until issue 31: any error at the 2nd update shows in the 10-update run too.
+@pytest.mark.parametrize("updates", [1, 10])
 @pytest.mark.parametrize("name", ["sgd", "adam", "lars", "lamb"])
 def test_accumulation_equals_one_large_batch(name: str, updates: int) -> None:
     _assert_same_as_large_batch(name, updates, "course")
@@ -142,68 +149,17 @@ def test_bad_arguments() -> None:
         accumulation.accumulate_gradients(model, 0)
 
 
-@pytest.mark.slow  # > 2 s: left out of `make check`
 def test_horovod_wrapped_optimizer_is_refused() -> None:
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent("""
-        import os; os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
-        from course_lib.training.keras2 import keras
-        import tensorflow as tf, horovod.tensorflow.keras as hvd
-        from course_lib.training import accumulation
-        hvd.init()
-        model = keras.Sequential([keras.layers.Dense(1, input_shape=(2,))])
-        model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.1)), loss="mse")
-        try:
-            accumulation.accumulate_gradients(model, 2)
-        except ValueError as exc:
-            print("refused:", exc)
-    """)], capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "refused: the optimizer is wrapped by hvd.DistributedOptimizer" in proc.stdout
+    """In this process (issue 31; was a fresh one): hvd.init() without horovodrun is one rank."""
+    import horovod.tensorflow.keras as hvd
+
+    hvd.init()
+    model = keras.Sequential([keras.layers.Dense(1, input_shape=(2,))])
+    model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.1)), loss="mse")
+    with pytest.raises(ValueError, match=r"the optimizer is wrapped by hvd\.DistributedOptimizer"):
+        accumulation.accumulate_gradients(model, 2)
 
 
-@pytest.mark.horovod
-def test_script_two_workers_accumulate_and_stay_identical(tmp_path) -> None:
-    """horovodrun -np 2 with --backward-passes-per-step 2: one all-reduce per update, same weights
-    on both ranks, Adam's counter = updates; no process outlives the run."""
-    import json
-    import re
-    import signal
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1]
-    horovodrun = Path(sys.executable).parent / "horovodrun"
-    assert horovodrun.exists(), "horovodrun is missing: run `make setup` (tools/setup.sh)"
-    marker = str(tmp_path / "ckpt")
-    # horovodrun without its per-launch build check (course_lib/runner/horovodrun.py): the same launcher code
-    cmd = [sys.executable, "-m", "course_lib.runner.horovodrun", "-np", "2", "--gloo", sys.executable,
-           str(root / "source_code" / "horovod_fmnist.py"), "--train-subset", "512",
-           "--test-subset", "256", "--batch-size", "32", "--backward-passes-per-step", "2",
-           "--epochs", "1", "--json", "--deterministic", "--threads-per-worker", "1",
-           "--checkpoint-dir", marker]
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            cwd=root, env=env, start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=300)
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(timeout=30)
-    assert proc.returncode == 0, out[-4000:]
-    events = [json.loads(re.sub(r"^\[\d+\]<stdout>:", "", line))
-              for line in out.splitlines() if re.sub(r"^\[\d+\]<stdout>:", "", line).startswith("{")]
-    digests = {e["rank"]: e["digest"] for e in events if e["event"] == "digest"}
-    assert sorted(digests) == [0, 1] and len(set(digests.values())) == 1, digests
-    (config,) = [e for e in events if e["event"] == "config"]
-    assert config["global_batch"] == 128 and config["updates_per_epoch"] == 4
-    leftovers = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
-                    leftovers.append(int(entry.name))
-            except OSError:
-                continue
-    assert leftovers == [], f"processes outlived the run: {leftovers}"
+# The script's accumulation under horovodrun -np 2 (same weights on both ranks, an update every k-th
+# micro-step, the accumulated global batch, no process left) is proven by one launch in
+# tests/test_scripts.py::test_two_workers_accumulate_every_kth_micro_step_and_stay_identical (issue 31).

@@ -20,13 +20,21 @@ def _run(code: str) -> subprocess.CompletedProcess:
                           text=True, timeout=240)
 
 
-@pytest.mark.slow  # > 2 s: left out of `make check`
-def test_keras_dropout_generator_is_where_reseed_dropout_looks() -> None:
-    """course_lib.training.seeding.reseed_dropout resets ``layer._random_generator._generator``."""
-    proc = _run("""
+@pytest.fixture(scope="module")
+def dropout_checks() -> subprocess.CompletedProcess:
+    """One fresh process for both dropout tests (issue 31; was one each): first the legacy RNG
+    (``seeding.configure()`` not yet called), then the seeded generators after ``configure``."""
+    return _run("""
         import os; os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
         import numpy as np, tensorflow as tf
         from course_lib.training import models, seeding
+        model = models.build_model(seed=0)   # seeding.configure() NOT called: legacy stateful RNG
+        try:
+            seeding.reseed_dropout(model, 0, 0)
+        except seeding.SeedingError as exc:
+            print("legacy: raised:", exc)
+        else:
+            print("legacy: reseeded silently")
         seeding.configure(0)
         model = models.build_model(seed=0)
         x = np.zeros((4, 28, 28, 1), np.float32)
@@ -38,27 +46,22 @@ def test_keras_dropout_generator_is_where_reseed_dropout_looks() -> None:
         seeding.reseed_dropout(model, 0, 4)
         c = model(x + 1, training=True).numpy()
         assert not np.array_equal(a, c), "another epoch must draw other masks"
-        print("ok")
+        print("generator: ok")
     """)
-    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
 
 
 @pytest.mark.slow  # > 2 s: left out of `make check`
-def test_reseed_dropout_refuses_to_reseed_nothing() -> None:
+def test_keras_dropout_generator_is_where_reseed_dropout_looks(dropout_checks) -> None:
+    """course_lib.training.seeding.reseed_dropout resets ``layer._random_generator._generator``."""
+    proc = dropout_checks
+    assert proc.returncode == 0 and "generator: ok" in proc.stdout.splitlines(), proc.stdout + proc.stderr[-3000:]
+
+
+@pytest.mark.slow  # > 2 s: left out of `make check`
+def test_reseed_dropout_refuses_to_reseed_nothing(dropout_checks) -> None:
     """Without tf.random.Generator-backed dropout (Keras' legacy RNG), reseeding must not pass silently."""
-    proc = _run("""
-        import os; os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
-        from course_lib.training import models, seeding
-        model = models.build_model(seed=0)   # seeding.configure() NOT called: legacy stateful RNG
-        try:
-            seeding.reseed_dropout(model, 0, 0)
-        except seeding.SeedingError as exc:
-            print("raised:", exc)
-        else:
-            print("reseeded silently")
-    """)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.startswith("raised:"), proc.stdout
+    lines = dropout_checks.stdout.splitlines()
+    assert lines and lines[0].startswith("legacy: raised:"), dropout_checks.stdout + dropout_checks.stderr[-3000:]
 
 
 def test_tf_keras_seed_generator_holder_used_by_keras2() -> None:
@@ -107,23 +110,20 @@ def test_horovod_accumulation_counts_micro_steps_in_iterations() -> None:
     """Horovod 0.28.1's backward_passes_per_step increments ``optimizer.iterations`` at every
     micro-step (why course_lib.training.accumulation exists; tests/test_accumulation.py shows that
     Horovod's path is inexact for Adam/LAMB)."""
-    proc = _run("""
-        import os; os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
-        import numpy as np, tensorflow as tf
-        from course_lib.training.keras2 import keras
-        import horovod.tensorflow.keras as hvd
-        hvd.init()
-        model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(
-            1, use_bias=False, kernel_initializer="ones")])
-        opt = hvd.DistributedOptimizer(keras.optimizers.SGD(0.1), backward_passes_per_step=4,
-                                       average_aggregated_gradients=True)
-        model.compile(optimizer=opt, loss="mse")
-        x, y = np.ones((4, 1), np.float32), np.zeros((4, 1), np.float32)
-        model.fit(x, y, batch_size=1, epochs=1, shuffle=False, verbose=0)  # 4 micro-batches
-        print(int(opt.iterations.numpy()), float(model.get_weights()[0][0, 0]))
-    """)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    iterations, value = proc.stdout.split()
+    import numpy as np
+
+    import horovod.tensorflow.keras as hvd
+    from course_lib.training.keras2 import keras
+
+    hvd.init()  # in this process (issue 31; was a fresh one): one rank, no horovodrun
+    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(
+        1, use_bias=False, kernel_initializer="ones")])
+    opt = hvd.DistributedOptimizer(keras.optimizers.SGD(0.1), backward_passes_per_step=4,
+                                   average_aggregated_gradients=True)
+    model.compile(optimizer=opt, loss="mse")
+    x, y = np.ones((4, 1), np.float32), np.zeros((4, 1), np.float32)
+    model.fit(x, y, batch_size=1, epochs=1, shuffle=False, verbose=0)  # 4 micro-batches
+    iterations, value = int(opt.iterations.numpy()), float(model.get_weights()[0][0, 0])
     # d(w·1 - 0)²/dw = 2 at w = 1 for each micro-batch: ONE update of lr × mean(g) = 0.2.
     assert float(value) == pytest.approx(0.8), "4 accumulated passes must make ONE update"
     assert int(iterations) == 4, f"Horovod's accumulation counted {iterations} steps, not 4"

@@ -40,6 +40,10 @@ needs_horovod = pytest.mark.requires("horovodrun")  # missing: a failure with th
 # MirroredStrategy, 2 replicas x 32, 2 epochs: see MIRRORED_MIN_ACCURACY. Thresholds with margin:
 MIN_ACCURACY = 0.55
 MIRRORED_MIN_ACCURACY = 0.55
+# The controls only need the two ranks' weights to part: one step does it (issue 31: 2 steps of 64 per
+# rank and a test set of 64, was 8 steps and 256; they assert nothing about learning).
+CONTROL = ["--train-subset", "256", "--test-subset", "64", "--batch-size", str(BATCH),
+           "--json", "--deterministic", "--threads-per-worker", "1", "--epochs", "1"]
 
 
 def _events(output: str) -> list[dict]:
@@ -201,7 +205,7 @@ def test_ranks_consume_every_training_image_once(reference: dict) -> None:
 @pytest.mark.horovod
 @pytest.mark.slow
 def test_control_without_distributed_optimizer_diverges(tmp_path: Path) -> None:
-    _, out = _run(_horovod_cmd(2, *SMALL, "--epochs", "1", "--no-distributed-optimizer"))
+    _, out = _run(_horovod_cmd(2, *CONTROL, "--no-distributed-optimizer"))
     digests = {e["rank"]: e["digest"] for e in _of(_events(out), "digest")}
     assert sorted(digests) == [0, 1], out[-3000:]
     assert digests[0] != digests[1]
@@ -216,7 +220,7 @@ def test_control_without_broadcast_and_seeds_per_rank_diverges() -> None:
     Without the broadcast but with one seed, every rank builds the same weights and the digests
     would match anyway; with a seed per rank (the data order still shared) they must differ.
     """
-    _, out = _run(_horovod_cmd(2, *SMALL, "--epochs", "1", "--no-broadcast", "--seed-per-rank"))
+    _, out = _run(_horovod_cmd(2, *CONTROL, "--no-broadcast", "--seed-per-rank"))
     events = _events(out)
     (config,) = _of(events, "config")
     assert config["broadcast"] is False and config["seed_per_rank"] is True
@@ -277,18 +281,64 @@ def test_resume_on_one_worker(reference: dict, tmp_path: Path) -> None:
     assert json.loads((ckpt / "latest.json").read_text())["epoch"] == 3
 
 
+K, MICRO_STEPS, MICRO_BATCH = 3, 6, 32  # 192 images per rank / 32 per micro-batch per epoch
+
+
+@pytest.fixture(scope="module")
+def accumulated(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """horovodrun -np 2, --backward-passes-per-step 3, 2 epochs of 6 micro-steps, LR scaled, one warm-up
+    epoch, the test set scored every epoch, rank 0's weights digested after every micro-step.
+
+    One launch (issue 31) for what three runs checked: a one-process run here, tests/test_accumulation.py's
+    2-worker run and tests/test_ablation.py's one-process run of the same flags.
+    """
+    marker = str(tmp_path_factory.mktemp("accumulated") / "ckpt")  # in every rank's command line
+    _, out = _run(_horovod_cmd(2, "--train-subset", str(2 * MICRO_STEPS * MICRO_BATCH), "--test-subset", "64",
+                               "--batch-size", str(MICRO_BATCH), "--backward-passes-per-step", str(K),
+                               "--epochs", "2", "--lr", "0.001", "--scale-lr", "--warmup-epochs", "1",
+                               "--eval-every-epoch", "--step-digests", "--json", "--deterministic",
+                               "--threads-per-worker", "1", "--checkpoint-dir", marker))
+    return {"events": _events(out), "out": out, "leftovers": _processes_with(marker)}
+
+
 @needs_horovod
+@pytest.mark.horovod
 @pytest.mark.slow
-def test_accumulation_changes_the_weights_every_kth_micro_step() -> None:
-    """--backward-passes-per-step 3, checked by the weights themselves (one process, 2 epochs)."""
-    k, micro_steps = 3, 6  # 192 images / 32 per micro-batch per epoch
-    _, out = _run([sys.executable, str(HOROVOD_SCRIPT), "--train-subset", "192", "--test-subset",
-                   "64", "--batch-size", "32", "--backward-passes-per-step", str(k), "--epochs",
-                   "2", "--step-digests", "--json", "--threads-per-worker", "1"])
-    digests = [e["digest"] for e in _of(_events(out), "step_digest")]
-    assert len(digests) == 1 + 2 * micro_steps, out[-3000:]
-    changed = [step for step in range(1, len(digests)) if digests[step] != digests[step - 1]]
-    assert changed == list(range(k, 2 * micro_steps + 1, k)), changed
+def test_two_workers_accumulate_every_kth_micro_step_and_stay_identical(accumulated: dict) -> None:
+    """--backward-passes-per-step 3, checked by the weights themselves: rank 0's change at every 3rd
+    micro-step only (across the epoch boundary), both ranks end the same, the config counts the
+    accumulated global batch, and no process outlives the run."""
+    events = accumulated["events"]
+    steps = [e["digest"] for e in _of(events, "step_digest")]  # rank 0 prints them
+    assert len(steps) == 1 + 2 * MICRO_STEPS, accumulated["out"][-3000:]
+    changed = [step for step in range(1, len(steps)) if steps[step] != steps[step - 1]]
+    assert changed == list(range(K, 2 * MICRO_STEPS + 1, K)), changed
+    digests = {e["rank"]: e["digest"] for e in _of(events, "digest")}
+    assert sorted(digests) == [0, 1] and digests[0] == digests[1] == steps[-1], digests
+    (config,) = _of(events, "config")
+    assert config["global_batch"] == MICRO_BATCH * 2 * K, config
+    assert config["updates_per_epoch"] == MICRO_STEPS // K, config
+    assert accumulated["leftovers"] == [], "processes outlived the run"
+
+
+@needs_horovod
+@pytest.mark.horovod
+@pytest.mark.slow
+def test_eval_every_epoch_accumulation_scaling_and_warmup(accumulated: dict) -> None:
+    """--scale-lr grows the LR with the global batch (2 workers x k), the one warm-up epoch ends at it,
+    and --eval-every-epoch scores the test set after each epoch (was tests/test_ablation.py's run)."""
+    events = accumulated["events"]
+    (config,) = _of(events, "config")
+    assert config["lr"] == pytest.approx(0.001 * 2 * K) and config["eval_every_epoch"] is True, config
+    epochs = _of(events, "epoch")
+    assert [e["steps"] for e in epochs] == [MICRO_STEPS, MICRO_STEPS], epochs
+    for event in epochs:
+        assert 0.0 <= event["test_accuracy"] <= 1.0 and math.isfinite(event["test_loss"]), event
+    assert 0 < epochs[0]["wall_time_s"] < epochs[1]["wall_time_s"]
+    # The warm-up ramp ends at the scaled LR after its last epoch.
+    assert epochs[0]["lr"] == pytest.approx(0.001 * 2 * K, rel=1e-5)
+    (result,) = _of(events, "result")
+    assert result["test_accuracy"] == pytest.approx(epochs[-1]["test_accuracy"])
 
 
 # ------------------------------------------------------------------ flags
