@@ -209,9 +209,8 @@ def test_every_coding_solution_exists(key: str) -> None:
 @pytest.mark.horovod
 def test_coding_self_check_accepts_the_solution(capsys: pytest.CaptureFixture[str]) -> None:
     """The solution's real 2-worker run passes the check. The same launch (horovod_fmnist_minimal.py, 2 workers,
-    TINY) as tests/test_minimal_script.py::test_minimal_script_two_workers_end_with_identical_weights, so this
-    test also asserts what that one does (identical digests, a result that shows learning): one of the two
-    launches can go."""
+    TINY) as the former tests/test_minimal_script.py::test_minimal_script_two_workers_end_with_identical_weights, so
+    this test also asserts what that one did (identical digests, a result that shows learning); that one is gone."""
     from test_minimal_script import MAX_TEST_LOSS, MIN_ACCURACY
 
     from course_lib.lessons.exercises import check_horovod_run
@@ -845,9 +844,9 @@ def test_broadcast_experiment_check(capsys: pytest.CaptureFixture[str]) -> None:
 def test_broadcast_experiment_on_a_real_run(capsys: pytest.CaptureFixture[str]) -> None:
     """The notebook's experiment, launched: without the broadcast the ranks end apart; with it, together.
 
-    The same control as tests/test_scripts.py::test_control_without_broadcast_and_seeds_per_rank_diverges
+    The same control as the former tests/test_scripts.py::test_control_without_broadcast_and_seeds_per_rank_diverges
     (horovod_fmnist.py, 2 workers, --no-broadcast --seed-per-rank, 1 epoch), so this test also asserts what
-    that one does (the config event, two different digests): one of the two launches can go."""
+    that one did (the config event, two different digests); that one is gone."""
     from course_lib.lessons.experiment_checks import check_broadcast_experiment
     from course_lib.runner import launch
 

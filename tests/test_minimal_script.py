@@ -10,7 +10,6 @@ from __future__ import annotations
 import difflib
 import math
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -57,19 +56,8 @@ def test_the_five_changes_are_numbered_in_order(path: Path) -> None:
     assert first == [1, 2, 3, 4, 5], f"{path.name}: numbered changes in order {first}"
 
 
-@pytest.mark.horovod
-def test_minimal_script_two_workers_end_with_identical_weights() -> None:
-    from course_lib.runner import launch
-
-    result = launch.run_horovod(MINIMAL, 2, TINY, timeout=300, show="all", output=lambda line: None,
-                                python=sys.executable, cwd=ROOT)
-    assert result.returncode == 0
-    digests = result.digests
-    assert sorted(digests) == [0, 1], digests
-    assert digests[0] == digests[1], "the two workers ended with different weights"
-    assert result.result is not None and result.result["workers"] == 2
-    assert result.result["test_accuracy"] >= MIN_ACCURACY, result.result  # well above chance (0.1)
-    assert result.result["test_loss"] <= MAX_TEST_LOSS, result.result  # the loss fell
+# The minimal script's real 2-worker run (identical weights on both ranks, learning above these thresholds) is
+# tests/test_exercises.py::test_coding_self_check_accepts_the_solution: the same launch, checked once (issue 31).
 
 
 @pytest.mark.horovod
