@@ -33,9 +33,11 @@ PLUGIN_OPTION = "-p benchmarks.suite_profile"
 def pytest_configure(config: pytest.Config) -> None:
     """Keep the plugin out of the pytest runs that tests start in scratch copies of the course (they inherit
     PYTEST_ADDOPTS, and a copy without benchmarks/ cannot import this module: a fresh clone's profiled run
-    failed tests/test_extending.py that way). The session that loaded it keeps profiling."""
+    failed tests/test_extending.py that way). The session that loaded it keeps profiling. A pytest-xdist
+    controller leaves it in: its workers, which run the tests, start after it and load the plugin from there."""
     opts = os.environ.get("PYTEST_ADDOPTS", "")
-    if PLUGIN_OPTION in opts:
+    distributing = "PYTEST_XDIST_WORKER" not in os.environ and (config.getoption("numprocesses", None) or 0) != 0
+    if PLUGIN_OPTION in opts and not distributing:
         rest = " ".join(opts.replace(PLUGIN_OPTION, " ").split())
         if rest:
             os.environ["PYTEST_ADDOPTS"] = rest

@@ -55,18 +55,22 @@ def test_each_run_asks_pytest_for_its_per_test_profile(tmp_path: Path) -> None:
     assert profiled({}, tmp_path / "p.jsonl")["PYTEST_ADDOPTS"] == "-p benchmarks.suite_profile"
 
 
-def test_pytest_runs_that_tests_start_do_not_inherit_the_plugin(tmp_path: Path) -> None:
-    """A scratch copy of the course has no benchmarks/: a nested pytest given the plugin would not start."""
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_pytest_runs_that_tests_start_do_not_inherit_the_plugin(tmp_path: Path, workers: list[str]) -> None:
+    """A scratch copy of the course has no benchmarks/: a nested pytest given the plugin would not start. Under
+    pytest-xdist the workers profile the tests (the controller runs none) and strip the plugin themselves."""
     import os
     import subprocess
     import sys
 
     probe = tmp_path / "test_probe.py"
-    probe.write_text("import os\n\ndef test_env():\n    print('ADDOPTS=' + repr(os.environ.get('PYTEST_ADDOPTS')))\n")
+    probe.write_text("import os\n\ndef test_env():\n    assert os.environ.get('PYTEST_ADDOPTS') == '-q', "
+                     "os.environ.get('PYTEST_ADDOPTS')\n")
     env = {**os.environ, "PYTEST_ADDOPTS": "-q -p benchmarks.suite_profile",
            suite_profile.ENV: str(tmp_path / "p.jsonl"), "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-s", "-p", "no:cacheprovider", str(probe)],
+    done = subprocess.run([sys.executable, "-m", "pytest", "-s", "-p", "no:cacheprovider", *workers, str(probe)],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "ADDOPTS='-q'" in done.stdout, done.stdout
-    assert "test_probe.py::test_env" in (tmp_path / "p.jsonl").read_text()   # the session itself still profiles
+    assert "1 passed" in done.stdout, done.stdout
+    (line,) = (tmp_path / "p.jsonl").read_text().splitlines()   # the session itself still profiles
+    assert '"test": "test_probe.py::test_env"' in line and ('"worker": "gw' in line) == bool(workers), line
