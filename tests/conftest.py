@@ -27,6 +27,7 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 from typing import Callable, Iterator
@@ -151,18 +152,23 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 #: Niceness that a pytest-xdist worker takes when its first item is a test file's while the session holds the
 #: notebooks (``make test``): the other worker runs the notebooks, whose timing verdicts then see an almost quiet
 #: machine (a niced process gets about a tenth of a contended core), while this one uses the CPU they leave idle.
+#: Its runs also take their slots from a folder of their own (``$COURSE_SLOTS_DIR``), so that they yield to the
+#: notebooks' runs through this priority instead of making them queue (a test's one-worker run held a notebook's
+#: two-worker launch for minutes in the first fresh clone run this way).
 TEST_WORKER_NICE = 10
 #: Set by notebooks/conftest.py in the worker that runs a notebook cell; that worker keeps its priority.
 NOTEBOOK_WORKER_ENV = "COURSE_NOTEBOOK_WORKER"
 
 
 def _yield_to_the_notebooks(item: pytest.Item) -> None:
-    if "niced" in _SESSION or not os.environ.get("PYTEST_XDIST_WORKER"):
+    if "niced" in _SESSION or not hasattr(item.config, "workerinput"):   # an xdist worker (not a pytest it started)
         return
     _SESSION["niced"] = os.environ.get(NOTEBOOK_WORKER_ENV) != "1" and any(
         other.path.suffix == ".ipynb" for other in item.session.items)
     if _SESSION["niced"]:
         os.nice(TEST_WORKER_NICE)
+        folder = tempfile.mkdtemp(prefix=f"course-slots-{item.config.workerinput['workerid']}-")
+        os.environ["COURSE_SLOTS_DIR"] = _SESSION["slots_dir"] = folder
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -256,6 +262,8 @@ def no_leftover_processes(request: pytest.FixtureRequest) -> Iterator[None]:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the session if any of its launch-related processes is still alive at its end."""
+    if "slots_dir" in _SESSION:
+        shutil.rmtree(str(_SESSION.pop("slots_dir")), ignore_errors=True)
     if "before" not in _SESSION:
         return
     found = [item for item in leftovers.new_since(_SESSION["before"], str(_SESSION["marker"]),  # type: ignore[arg-type]
