@@ -36,7 +36,8 @@ def pytest_configure(config: pytest.Config) -> None:
     failed tests/test_extending.py that way). The session that loaded it keeps profiling. A pytest-xdist
     controller leaves it in: its workers, which run the tests, start after it and load the plugin from there."""
     opts = os.environ.get("PYTEST_ADDOPTS", "")
-    distributing = "PYTEST_XDIST_WORKER" not in os.environ and (config.getoption("numprocesses", None) or 0) != 0
+    # A worker is told by its config, not by $PYTEST_XDIST_WORKER, which the pytest runs its tests start inherit.
+    distributing = not hasattr(config, "workerinput") and (config.getoption("numprocesses", None) or 0) != 0
     if PLUGIN_OPTION in opts and not distributing:
         rest = " ".join(opts.replace(PLUGIN_OPTION, " ").split())
         if rest:
@@ -63,7 +64,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return (yield)
     finally:
         line = {"test": item.nodeid, "start": start, "stop": time.time(),
-                "busy_cpu_s": busy_cpu_seconds() - busy, "worker": os.environ.get("PYTEST_XDIST_WORKER", "")}
+                "busy_cpu_s": busy_cpu_seconds() - busy,
+                "worker": getattr(item.config, "workerinput", {}).get("workerid", "")}
         with open(out, "a") as stream:
             stream.write(json.dumps(line) + "\n")
 
