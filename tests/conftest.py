@@ -152,9 +152,10 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 #: Niceness that a pytest-xdist worker takes when its first item is a test file's while the session holds the
 #: notebooks (``make test``): the other worker runs the notebooks, whose timing verdicts then see an almost quiet
 #: machine (a niced process gets about a tenth of a contended core), while this one uses the CPU they leave idle.
-#: Its runs also take their slots from a folder of their own (``$COURSE_SLOTS_DIR``), so that they yield to the
-#: notebooks' runs through this priority instead of making them queue (a test's one-worker run held a notebook's
-#: two-worker launch for minutes in the first fresh clone run this way).
+#: Each worker's runs also take their slots from a folder of their own (``$COURSE_SLOTS_DIR``, set when the worker's
+#: session starts, before the test modules that copy ``os.environ`` are imported), so that the test files' runs do
+#: not make the notebooks' launches queue (a test's one-worker run held a notebook's two-worker launch for minutes
+#: in the first fresh clone run on two workers).
 TEST_WORKER_NICE = 10
 #: Set by notebooks/conftest.py in the worker that runs a notebook cell; that worker keeps its priority.
 NOTEBOOK_WORKER_ENV = "COURSE_NOTEBOOK_WORKER"
@@ -167,8 +168,6 @@ def _yield_to_the_notebooks(item: pytest.Item) -> None:
         other.path.suffix == ".ipynb" for other in item.session.items)
     if _SESSION["niced"]:
         os.nice(TEST_WORKER_NICE)
-        folder = tempfile.mkdtemp(prefix=f"course-slots-{item.config.workerinput['workerid']}-")
-        os.environ["COURSE_SLOTS_DIR"] = _SESSION["slots_dir"] = folder
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -234,8 +233,11 @@ def _session_start() -> None:
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Mark this session's processes (an environment variable its children inherit) and note
-    which launch-related processes were already running."""
+    which launch-related processes were already running; in a pytest-xdist worker, take a slot folder of its own."""
     _session_start()
+    if hasattr(session.config, "workerinput"):
+        folder = tempfile.mkdtemp(prefix=f"course-slots-{session.config.workerinput['workerid']}-")
+        os.environ["COURSE_SLOTS_DIR"] = _SESSION["slots_dir"] = folder
 
 
 @pytest.fixture(scope="module", autouse=True)

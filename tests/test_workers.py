@@ -1,0 +1,53 @@
+"""tests/conftest.py under pytest-xdist (issue 31, ``make test WORKERS=2``): each worker takes slot files of its own.
+
+A scratch folder gets a copy of tests/conftest.py and two probe files; one real ``pytest -n 2 --dist loadfile`` run
+shows that each worker's test modules, when imported (a module such as tests/test_scripts.py copies ``os.environ``
+then), already see a slot folder of that worker's own, and that the folders are gone when the session ends.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PROBE = '''
+import json, os, pathlib
+
+SEEN = os.environ.get("COURSE_SLOTS_DIR")   # at import, as a module that copies os.environ sees it
+
+
+def test_probe():
+    out = pathlib.Path(os.environ["PROBE_OUT"]) / (os.environ["PYTEST_XDIST_WORKER"] + "-" + __name__)
+    out.write_text(json.dumps({"at_import": SEEN, "now": os.environ.get("COURSE_SLOTS_DIR")}))
+'''
+
+
+@pytest.mark.slow  # > 2 s: two workers start
+def test_each_worker_has_its_own_slot_folder_from_the_start(tmp_path: Path) -> None:
+    shutil.copy(ROOT / "tests" / "conftest.py", tmp_path / "conftest.py")
+    shutil.copy(ROOT / "tests" / "leftovers.py", tmp_path / "leftovers.py")  # the conftest imports it
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    for name in ("test_probe_a.py", "test_probe_b.py"):
+        (tmp_path / name).write_text(PROBE)
+    seen = tmp_path / "seen"
+    seen.mkdir()
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path), "PROBE_OUT": str(seen), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadfile",
+                           "-c", str(tmp_path / "pytest.ini"), "--rootdir", str(tmp_path), str(tmp_path)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    records = {path.name: json.loads(path.read_text()) for path in seen.iterdir()}
+    assert sorted(name.split("-")[0] for name in records) == ["gw0", "gw1"], records   # one file per worker
+    folders = {record["at_import"] for record in records.values()}
+    assert len(folders) == 2 and all(record["now"] == record["at_import"] for record in records.values()), records
+    for folder in folders:
+        assert Path(folder).parent == Path(tempfile.gettempdir()) and Path(folder).name.startswith("course-slots-gw")
+        assert not Path(folder).exists(), f"{folder} was left behind"
