@@ -168,6 +168,43 @@ def _yield_to_the_notebooks(item: pytest.Item) -> None:
         other.path.suffix == ".ipynb" for other in item.session.items)
     if _SESSION["niced"]:
         os.nice(TEST_WORKER_NICE)
+        _SESSION["cgroup"] = _into_a_light_cgroup()
+
+
+#: The CPU weight of a cgroup that the test-file worker moves into where it can (root, cgroup v1's cpu controller at
+#: :data:`CPU_CGROUP`; the root group's processes weigh 1024). Nice alone does not reach the Horovod ranks: each
+#: starts a session of its own, and the kernel weighs sessions as equals (autogroup); a cgroup holds every process
+#: started from it (probed: benchmarks/results/2026-11-26-vm-check-time-two-workers.md).
+TEST_WORKER_SHARES = 64
+CPU_CGROUP = Path("/sys/fs/cgroup/cpu")
+
+
+def _into_a_light_cgroup() -> str:
+    """Move this worker (and every process it starts from now on) into a new cgroup of low CPU weight.
+
+    Returns:
+        The cgroup's folder, or "" where there is none to make (not root, no cgroup v1 cpu controller).
+    """
+    if not (CPU_CGROUP / "cpu.shares").is_file() or not os.access(CPU_CGROUP, os.W_OK):
+        return ""
+    group = CPU_CGROUP / f"course-tests-{os.getpid()}"
+    try:
+        group.mkdir()
+        (group / "cpu.shares").write_text(str(TEST_WORKER_SHARES))
+        (group / "cgroup.procs").write_text(str(os.getpid()))
+    except OSError:
+        _leave_the_cgroup(str(group))
+        return ""
+    return str(group)
+
+
+def _leave_the_cgroup(group: str) -> None:
+    """Move this process back to the root group and remove ``group`` (left if a process still runs in it)."""
+    try:
+        (CPU_CGROUP / "cgroup.procs").write_text(str(os.getpid()))
+        Path(group).rmdir()
+    except OSError:
+        pass
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -266,6 +303,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the session if any of its launch-related processes is still alive at its end."""
     if "slots_dir" in _SESSION:
         shutil.rmtree(str(_SESSION.pop("slots_dir")), ignore_errors=True)
+    if _SESSION.get("cgroup"):
+        _leave_the_cgroup(str(_SESSION.pop("cgroup")))
     if "before" not in _SESSION:
         return
     found = [item for item in leftovers.new_since(_SESSION["before"], str(_SESSION["marker"]),  # type: ignore[arg-type]
