@@ -16,9 +16,9 @@ PYTEST_ARGS ?=
 .PHONY: test test-busy check lint typecheck mutants test-unit test-notebooks notebooks bench clean student site room
 
 # The whole check (issue 31). WORKERS=1 (the default) is plain pytest. WORKERS=2 runs pytest-xdist: the notebooks
-# one after another on one worker, the test files on the other, one file at a time, longest first, at nice 10 with
-# slots of its own (notebooks/conftest.py, tests/conftest.py). Two fresh clones took 1 702 and 1 612 s that way
-# (serial: 2 390 s) but failed 4 and 3 tests, so it is not the default yet
+# one after another on one worker, the test files on the other, one file at a time, longest first, at nice 10 and
+# in a cgroup of low CPU weight where it can, with slots of its own (notebooks/conftest.py, tests/conftest.py). Fresh clones took 1 702, 1 612 and 1 560 s that
+# way (serial: 2 390 s); the first two failed 4 and 3 tests (fixed), the third passed: not the default until green 3x
 # (benchmarks/results/2026-11-26-vm-check-time-two-workers.md).
 # MARK deselects, e.g. make test MARK='not browser'; PYTEST_ARGS is passed to pytest.
 WORKERS ?= 1
