@@ -2,9 +2,10 @@
 
 ``hostA`` and ``hostB`` are network namespaces joined by one veth pair; each runs an sshd. The course's
 launcher runs ON hostA (as on a cluster's first node) and starts ``horovodrun -H hostA:1,hostB:1``
-(Gloo, and MPI with mpirun): the hostB rank arrives through a real ssh login. Both train to the same
-digest. Horovod Elastic runs on the same pair with a discovery script that names the hosts whose sshd
-answers (tools/localcluster/discover_reachable.sh).
+(MPI with mpirun here; the same Gloo run is notebooks/06_beyond_one_machine.ipynb's, compared by nbval):
+the hostB rank arrives through a real ssh login. Both train to the same digest. Horovod Elastic runs on
+the same pair with a discovery script that names the hosts whose sshd answers
+(tools/localcluster/discover_reachable.sh).
 
 Faults: hostB's link goes down mid-run. A fixed-size job must end, within :data:`FIXED_DETECT_S`, with an
 error naming hostB, and leave no process on either host; an elastic job must carry on with hostA, reach
