@@ -8,6 +8,7 @@ in the test", not "skip the test".
 from __future__ import annotations
 
 import inspect
+import os
 import subprocess
 import sys
 import textwrap
@@ -39,6 +40,8 @@ def counting(entity, program_ctx):
 api._convert_actual = counting
 
 hvd.init()
+import psutil  # test_in_process_hvd_init_starts_no_mpi_daemon's answer
+print("children after hvd.init:", sorted(p.name() for p in psutil.Process().children(recursive=True)))
 def train():
     converted.clear()
     seeding.configure(0)
@@ -184,3 +187,15 @@ def test_autograph_rules_leave_horovod_unconverted_with_the_same_weights(dropout
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     assert proc.stdout.splitlines()[-1].split() == ["autograph:", "True", "0", "True"], \
         proc.stdout + proc.stderr[-2000:]
+
+
+@pytest.mark.requires("horovod")
+@pytest.mark.slow  # > 2 s: left out of `make check`
+def test_in_process_hvd_init_starts_no_mpi_daemon(dropout_checks) -> None:
+    """Open MPI 4 forks an ``orted`` for an MPI singleton unless ``ess_singleton_isolated`` is set (tests/conftest.py
+    sets it; the leftover check found the daemon). The ``hvd.init()`` of :data:`_AUTOGRAPH`, in a process that
+    inherits this one's environment, starts no child (moved from tests/test_leftovers.py, issue 31: one TensorFlow
+    process fewer)."""
+    assert os.environ.get("OMPI_MCA_ess_singleton_isolated") == "1"
+    lines = [line for line in dropout_checks.stdout.splitlines() if line.startswith("children after hvd.init:")]
+    assert lines == ["children after hvd.init: []"], dropout_checks.stdout + dropout_checks.stderr[-3000:]
