@@ -16,9 +16,9 @@ import textwrap
 import pytest
 
 
-def _run(code: str) -> subprocess.CompletedProcess:
+def _run(code: str, timeout: int = 240) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=240)
+                          text=True, timeout=timeout)
 
 
 #: test_autograph_rules_leave_horovod_unconverted_with_the_same_weights's check, run after the dropout checks in
@@ -93,7 +93,7 @@ def dropout_checks() -> subprocess.CompletedProcess:
             print("generator: failed:", type(exc).__name__, exc)
         else:
             print("generator: ok")
-    """) + _AUTOGRAPH)
+    """) + _AUTOGRAPH, timeout=480)  # the two processes' 240 s each: a loaded machine needs it
 
 
 @pytest.mark.slow  # > 2 s: left out of `make check`
