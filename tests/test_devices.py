@@ -59,26 +59,11 @@ def test_report_text_says_what_is_simulated():
 
 
 @pytest.mark.slow  # > 2 s: left out of `make check`
-def test_late_simulate_raises_and_worker_config(tmp_path):
-    code = """
-import json, tensorflow as tf
-from course_lib.training import devices
-tf.constant(1.0)  # TensorFlow initialises its devices
-try:
-    devices.simulate_devices(2)
-    late = "no error"
-except devices.DevicesAlreadyInitializedError as exc:
-    late = str(exc)
-try:
-    devices.configure_worker(0)
-    worker = "no error"
-except devices.DevicesAlreadyInitializedError as exc:
-    worker = str(exc)
-print(json.dumps({"late": late, "worker": worker}))
-"""
-    result = run_python(code, tmp_path)
-    assert "Restart" in result["late"] and "simulate_devices before" in result["late"]
-    assert "before TensorFlow initialises" in result["worker"]
+def test_late_simulate_raises_and_worker_config(mirrored: dict) -> None:
+    """After TensorFlow initialised its devices (here: the mirrored run's, which simulated 2), another layout
+    and a worker configuration are refused with the restart hint (one process with the mirrored test: issue 31)."""
+    assert "Restart" in mirrored["late"] and "simulate_devices before" in mirrored["late"]
+    assert "before TensorFlow initialises" in mirrored["worker"]
 
 
 PIN_CHILD = """
@@ -140,8 +125,10 @@ print(json.dumps({"name": name, "intra": tf.config.threading.get_intra_op_parall
         devices.configure_worker(2, local_size=2)
 
 
-@pytest.mark.slow  # > 2 s: left out of `make check`
-def test_mirrored_strategy_fit_on_simulated_devices(tmp_path):
+@pytest.fixture(scope="module")
+def mirrored(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One fresh interpreter: 2 simulated devices, a MirroredStrategy fit; then, TensorFlow initialised, a late
+    ``simulate_devices(3)`` and ``configure_worker(0)`` (test_late_simulate_raises_and_worker_config's)."""
     code = """
 import json
 from course_lib.training import devices
@@ -168,14 +155,29 @@ epoch_1, _, _ = pipeline.distribute_for_strategy(strategy, arrays.x_train, array
 later_batches = sum(1 for _ in epoch_1)
 kernel = model.layers[0].kernel
 replica_digests = [models.weights_digest([v]) for v in kernel.values]
+try:  # TensorFlow has initialised its devices (2 simulated): another layout is refused
+    devices.simulate_devices(3)
+    late = "no error"
+except devices.DevicesAlreadyInitializedError as exc:
+    late = str(exc)
+try:
+    devices.configure_worker(0)
+    worker = "no error"
+except devices.DevicesAlreadyInitializedError as exc:
+    worker = str(exc)
 print(json.dumps({"names": names, "again": again, "replicas": strategy.num_replicas_in_sync,
                   "global_batch": global_batch, "steps": steps, "loss": history.history["loss"],
                   "test_loss": loss, "replica_digests": replica_digests,
                   "simulated": report.simulated, "text": report.text(),
                   "later_epochs": [int(e) for e in later.epochs()], "later_batches": later_batches,
-                  "later_ids": later.event(1, 0)["unique"]}))
+                  "later_ids": later.event(1, 0)["unique"], "late": late, "worker": worker}))
 """
-    r = run_python(code, tmp_path)
+    return run_python(code, tmp_path_factory.mktemp("mirrored"))
+
+
+@pytest.mark.slow  # > 2 s: left out of `make check`
+def test_mirrored_strategy_fit_on_simulated_devices(mirrored: dict) -> None:
+    r = mirrored
     assert r["names"] == r["again"] and len(r["names"]) == 2
     assert r["replicas"] == 2 and r["global_batch"] == 64 and r["steps"] == 1024 // 64
     assert all(v == v and v < 1e3 for v in r["loss"])  # finite

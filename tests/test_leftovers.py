@@ -1,6 +1,7 @@
 """The leftover-process check of tests/conftest.py bites: a module that leaves a process running fails,
-named, and so does the session; a module that cleans up passes. Also: an in-process ``hvd.init()``
-starts no MPI daemon under the test settings (the orted leak this check found)."""
+named, and so does the session; a module that cleans up passes. That an in-process ``hvd.init()`` starts no MPI
+daemon under the test settings (the orted leak this check found) is
+tests/test_private_apis.py::test_in_process_hvd_init_starts_no_mpi_daemon's (its process imports TensorFlow anyway)."""
 
 from __future__ import annotations
 
@@ -33,16 +34,29 @@ def test_starts_a_process_and_waits():
 '''
 
 
+#: Appended to the small session's conftest: its leftover checks grant ending processes 1 s, not 10 s (per module)
+#: and 5 s (the session's), issue 31. The leak sleeps 60 s: it is still running when the checks look, so both
+#: still name it; what the grant is for (a daemon that is ending anyway) is not what this file tests.
+SHORT_SETTLE = """
+_new_since = leftovers.new_since
+def _short_settle(*args, settle_s=10.0, **kwargs):
+    return _new_since(*args, settle_s=min(settle_s, 1.0), **kwargs)
+leftovers.new_since = _short_settle
+"""
+
+
 def _session(tmp_path: Path, modules: dict[str, str]) -> subprocess.CompletedProcess:
     """Run a small pytest session in ``tmp_path`` under this folder's conftest."""
     (tmp_path / "conftest.py").write_text(
         f"import sys\nsys.path.insert(0, {str(ROOT / 'tests')!r})\n"
-        f"exec(compile(open({str(ROOT / 'tests' / 'conftest.py')!r}).read(), 'conftest.py', 'exec'))\n")
+        f"exec(compile(open({str(ROOT / 'tests' / 'conftest.py')!r}).read(), 'conftest.py', 'exec'))\n"
+        + SHORT_SETTLE)
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     for name, text in modules.items():
         (tmp_path / name).write_text(textwrap.dedent(text).format(tag=tmp_path.name))
     env = {k: v for k, v in os.environ.items() if k != leftovers.MARKER}  # a session of its own
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c",
+    # -p no:nbval: nbval's import costs ~5 CPU-s, and the small session holds no notebook (issue 31)
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:nbval", "-c",
                            str(tmp_path / "pytest.ini"), str(tmp_path)], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
 
@@ -69,15 +83,3 @@ def test_a_leaking_module_fails_by_name_and_a_clean_one_passes(tmp_path):
     assert "test_clean_module left" not in out, out
     assert "LEFTOVER PROCESSES" in out, out  # the session-wide check names it too
     assert "2 passed, 1 error" in out, out
-
-
-@pytest.mark.requires("horovod")
-@pytest.mark.slow  # > 2 s: left out of `make check`
-def test_in_process_hvd_init_starts_no_mpi_daemon():
-    """Open MPI 4 forks an ``orted`` for an MPI singleton unless ``ess_singleton_isolated`` is set."""
-    assert os.environ.get("OMPI_MCA_ess_singleton_isolated") == "1"
-    code = ("import horovod.tensorflow as hvd, psutil; hvd.init(); "
-            "print(sorted(p.name() for p in psutil.Process().children(recursive=True)))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.strip().splitlines()[-1] == "[]"
