@@ -225,10 +225,12 @@ def test_coding_self_check_accepts_the_solution(capsys: pytest.CaptureFixture[st
     assert result.result["test_loss"] <= MAX_TEST_LOSS, result.result  # the loss fell
 
 
-#: A wrong attempt's run needs one step per rank, not learning (issue 31): check_horovod_run reads only the digests
-#: and rank 0's steps per epoch, which 128 images in per-worker batches of 64 show as well as TINY's 512 (1 step
-#: expected, 2 shown when the steps are not divided; 1 step on different shards already parts the weights).
-ONE_STEP = ["--epochs", "1", "--train-subset", "128", "--test-subset", "64", "--batch-size", "64"]
+#: A wrong attempt's run needs two steps per rank, not learning (issue 31): check_horovod_run reads only the digests
+#: and rank 0's steps per epoch, which 256 images in per-worker batches of 64 show as well as TINY's 512 (2 steps
+#: expected, 4 shown when the steps are not divided). Two, not one: BroadcastGlobalVariablesCallback broadcasts
+#: rank 0's weights at the END of the first step, so without hvd.DistributedOptimizer the ranks part only at the
+#: second (one step left identical digests: measured).
+TWO_STEPS = ["--epochs", "1", "--train-subset", "256", "--test-subset", "64", "--batch-size", "64"]
 WRONG_ATTEMPTS = {
     "no_distributed_optimizer": (SOLUTION_SCRIPT, {
         "    optimizer = hvd.DistributedOptimizer(optimizer)": "    pass"}, "DIFFERENT weights"),
@@ -245,7 +247,7 @@ def test_coding_self_check_rejects_wrong_attempts(name: str, tmp_path: Path,
     from course_lib.lessons.exercises import check_horovod_run
 
     source, edits, says = WRONG_ATTEMPTS[name]
-    result = _run(_attempt(tmp_path, name, source, edits), ONE_STEP)
+    result = _run(_attempt(tmp_path, name, source, edits), TWO_STEPS)
     assert result.returncode == 0, "\n".join(result.log[-20:])   # rejected for its mistake, not for a crash
     assert check_horovod_run(result, workers=2) is False
     assert says in capsys.readouterr().out
