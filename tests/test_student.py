@@ -99,12 +99,20 @@ def _nbval(notebook: Path, cwd: Path, env: dict[str, str], timeout: int) -> subp
         ini.unlink()
 
 
-@pytest.mark.slow  # > 2 s: left out of `make check`
-def test_fixture_learner_edition_passes_strict_nbval(tmp_path: Path) -> None:
-    """Executed with its solution, converted, the learner notebook still passes nbval (stub raises, and the
-    cleared self-check is run but not compared)."""
+@pytest.fixture(scope="module")
+def executed_fixture() -> nbformat.NotebookNode:
+    """:func:`fixture_notebook` executed once, with its solution (tests take a deep copy): one kernel for the two
+    tests that need the course's run of it (issue 31)."""
     source = fixture_notebook()
     NotebookClient(source, timeout=60, kernel_name="python3", allow_errors=False).execute()
+    return source
+
+
+@pytest.mark.slow  # > 2 s: left out of `make check`
+def test_fixture_learner_edition_passes_strict_nbval(executed_fixture: nbformat.NotebookNode, tmp_path: Path) -> None:
+    """Executed with its solution, converted, the learner notebook still passes nbval (stub raises, and the
+    cleared self-check is run but not compared)."""
+    source = copy.deepcopy(executed_fixture)
     assert source.cells[4].outputs[0]["text"] == "correct\n"
     learner, _ = student.learner_notebook(source)
     path = tmp_path / "fixture.ipynb"
@@ -335,16 +343,18 @@ def test_names_follow_the_order_of_execution() -> None:
 
 
 @pytest.mark.slow  # > 2 s: left out of `make check`
-def test_course_nbval_runs_the_learner_tail_and_it_bites(tmp_path: Path) -> None:
+def test_course_nbval_runs_the_learner_tail_and_it_bites(executed_fixture: nbformat.NotebookNode,
+                                                         tmp_path: Path) -> None:
     """nbval with the course's conftest runs the notebook, then its learner tail in the same kernel: the cleared
     self-check with the placeholder answer, the stub (raises, as tagged). A self-check that cannot take the
-    placeholder passes the course's run and fails the learner's (the mutant notebook)."""
-    source = fixture_notebook()
-    broken = copy.deepcopy(source)
+    placeholder passes the course's run and fails the learner's (the mutant notebook).
+
+    The mutant keeps the executed notebook's outputs: its added assert holds in the course's run (the answer is
+    set there), so it prints what the original printed; nbval re-runs every cell and compares (all 10 pass)."""
+    source = copy.deepcopy(executed_fixture)
+    broken = copy.deepcopy(executed_fixture)
     broken.cells[4].source = 'assert answer is not None, "the check cannot take the placeholder"\n' + \
         broken.cells[4].source
-    for nb in (source, broken):
-        NotebookClient(nb, timeout=60, kernel_name="python3", allow_errors=False).execute()
     folder = tmp_path / "notebooks"
     folder.mkdir()
     for name in ("conftest.py", "stderr_allow.txt"):
