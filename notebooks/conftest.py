@@ -204,6 +204,10 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 #: Test files that run in the notebooks' unit, after them: they start tools/localcluster's ssh hosts, whose fixed
 #: network namespace names notebook 06 uses too (the first fresh clone run on 2 workers broke both: three failures).
 WITH_THE_NOTEBOOKS = ("tests/test_ssh_hosts.py",)
+#: Test files that run in one unit with another file because they share a costly session fixture, which each worker
+#: builds once: ``fmnist_tfds`` (tests/conftest.py) prepares Fashion-MNIST for tfds in a fresh folder, 30-50 s on a
+#: full machine, and was built on both workers when these two files landed on different ones.
+SAME_WORKER_AS = {"tests/test_tfds_cache.py": "tests/test_data.py"}
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
@@ -221,7 +225,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
     class NotebooksTogether(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
-            return "notebooks" if path.endswith(".ipynb") or path in WITH_THE_NOTEBOOKS else path
+            return "notebooks" if path.endswith(".ipynb") or path in WITH_THE_NOTEBOOKS else SAME_WORKER_AS.get(path, path)
 
     return NotebooksTogether(config, log)
 

@@ -51,3 +51,29 @@ def test_each_worker_has_its_own_slot_folder_from_the_start(tmp_path: Path) -> N
     for folder in folders:
         assert Path(folder).parent == Path(tempfile.gettempdir()) and Path(folder).name.startswith("course-slots-gw")
         assert not Path(folder).exists(), f"{folder} was left behind"
+
+
+class _LoadfileConfig:
+    """The two options xdist's file scheduling reads: ``--dist loadfile`` on two workers."""
+
+    def getoption(self, name: str, default: object = None) -> object:
+        return {"dist": "loadfile", "numprocesses": 2, "tx": ["2*popen"]}.get(name, default)
+
+    getvalue = getoption
+
+
+def test_the_scheduler_keeps_units_that_share_a_worker_together() -> None:
+    """notebooks/conftest.py's scheduler: all notebooks and test_ssh_hosts are one unit (one after another on one
+    worker), test_tfds_cache goes with test_data (one ``fmnist_tfds`` preparation), any other file is its own."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("notebooks_conftest", ROOT / "notebooks" / "conftest.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    scheduler = module.pytest_xdist_make_scheduler(_LoadfileConfig(), None)
+    scope = scheduler._split_scope
+    assert {scope("notebooks/01_data_parallelism.ipynb::Cell 3"), scope("notebooks/06_beyond_one_machine.ipynb::Cell 0"),
+            scope("tests/test_ssh_hosts.py::test_x")} == {"notebooks"}
+    assert scope("tests/test_tfds_cache.py::test_y") == scope("tests/test_data.py::test_z") == "tests/test_data.py"
+    assert scope("tests/test_launch.py::test_w") == "tests/test_launch.py"
