@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
 import time
@@ -42,7 +43,7 @@ def test_cycle_times_are_distinct_positive_milliseconds():
     assert bench.parse_args([]).cycle_times is None                       # default: the environment's
 
 
-@pytest.mark.parametrize("flags, message", [
+BAD_FLAGS = [
     (["--min-bytes", "6"], "multiple of 4"),
     (["--max-bytes", "0"], "integer >= 1"),
     (["--min-bytes", "8192", "--max-bytes", "4096"], "must not exceed --max-bytes"),
@@ -53,15 +54,43 @@ def test_cycle_times_are_distinct_positive_milliseconds():
     (["--cycle-times", "0,5"], "distinct cycle times > 0"),
     (["--cycle-times", "five"], "separated by commas"),
     (["--rounds", "0"], "integer >= 1"),
-])
-def test_bad_flags_fail_before_horovod_starts(flags, message):
+]
+# Every bad flag set of BAD_FLAGS, run as the script's __main__ one after the other in ONE fresh process (issue 31:
+# was one process each): exit code and stderr of each, and whether TensorFlow got imported by any of them.
+_RUN_BAD_FLAGS = """
+import contextlib, io, json, runpy, sys, traceback
+bench, runs = sys.argv[1], []
+for flags in json.loads(sys.argv[2]):
+    sys.argv, err, code = [bench, *flags], io.StringIO(), None
+    with contextlib.redirect_stderr(err):
+        try:
+            runpy.run_path(bench, run_name="__main__")
+        except SystemExit as exit_:
+            code = exit_.code
+        except BaseException:
+            traceback.print_exc()
+    runs.append({"code": code, "stderr": err.getvalue()})
+print(json.dumps({"runs": runs, "tensorflow": "tensorflow" in sys.modules}))
+"""
+
+
+@pytest.fixture(scope="module")
+def bad_flag_runs() -> dict:
     started = time.monotonic()
-    done = subprocess.run([sys.executable, str(BENCH), *flags], capture_output=True, text=True,
-                          timeout=60, cwd=ROOT)
-    assert done.returncode == 2
-    assert message in done.stderr
-    assert "Traceback" not in done.stderr
-    assert time.monotonic() - started < 20  # argparse only: TensorFlow was never imported
+    done = subprocess.run([sys.executable, "-c", _RUN_BAD_FLAGS, str(BENCH), json.dumps([f for f, _ in BAD_FLAGS])],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    return {**json.loads(done.stdout), "seconds": time.monotonic() - started}
+
+
+@pytest.mark.parametrize("flags, message", BAD_FLAGS)
+def test_bad_flags_fail_before_horovod_starts(flags, message, bad_flag_runs):
+    run = bad_flag_runs["runs"][[f for f, _ in BAD_FLAGS].index(flags)]
+    assert run["code"] == 2
+    assert message in run["stderr"]
+    assert "Traceback" not in run["stderr"]
+    assert not bad_flag_runs["tensorflow"]  # argparse only: TensorFlow was never imported
+    assert bad_flag_runs["seconds"] < 20
 
 
 @pytest.fixture(scope="module")
