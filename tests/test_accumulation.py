@@ -43,11 +43,15 @@ def _data(updates: int) -> tuple[np.ndarray, np.ndarray]:
     return x, rng.integers(0, 3, size=len(x)).astype(np.int32)
 
 
-def _train(name: str, updates: int, path: str) -> tuple[list[np.ndarray], int]:
-    """Weights and ``optimizer.iterations`` after ``updates`` updates of a K·MICRO batch.
+UPDATES = 10  # the longest run; a shorter one trains on the first updates of the same data
+
+
+def _train(name: str, updates: int, path: str) -> dict[int, tuple[list[np.ndarray], int]]:
+    """Weights and ``optimizer.iterations`` after each of ``updates`` updates of a K·MICRO batch.
 
     path: ``"large"`` (real batches of K·MICRO), ``"course"`` (K accumulated micro-batches,
     course_lib) or ``"horovod"`` (K micro-batches, Horovod's backward_passes_per_step).
+    Returns {update number: (weights, iterations)}, taken at the end of the update's last (micro-)batch.
     """
     model = _model()
     optimizer = get_optimizer(name, RATES[name])
@@ -61,22 +65,34 @@ def _train(name: str, updates: int, path: str) -> tuple[list[np.ndarray], int]:
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     if path == "course":
         accumulation.accumulate_gradients(model, K)
-    x, y = _data(updates)
-    model.fit(x, y, batch_size=K * MICRO if path == "large" else MICRO, epochs=1, shuffle=False,
-              verbose=0)
-    return [w.numpy() for w in model.trainable_variables], int(optimizer.iterations.numpy())
+    per_update = 1 if path == "large" else K
+    after: dict[int, tuple[list[np.ndarray], int]] = {}
+
+    class AfterEachUpdate(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            if (batch + 1) % per_update == 0:
+                after[(batch + 1) // per_update] = ([w.numpy().copy() for w in model.trainable_variables],
+                                                    int(optimizer.iterations.numpy()))
+
+    x, y = _data(UPDATES)
+    n = updates * K * MICRO
+    model.fit(x[:n], y[:n], batch_size=K * MICRO if path == "large" else MICRO, epochs=1, shuffle=False,
+              verbose=0, callbacks=[AfterEachUpdate()])
+    assert sorted(after) == list(range(1, updates + 1))
+    return after
 
 
 @functools.lru_cache(maxsize=None)
-def _large_batch(name: str, updates: int) -> tuple[list[np.ndarray], int]:
-    """The reference path, trained once per (optimizer, updates) for every test that compares with it
-    (issue 31: Horovod's tests reuse the course's)."""
-    return _train(name, updates, "large")
+def _run(name: str, path: str, updates: int = UPDATES) -> dict[int, tuple[list[np.ndarray], int]]:
+    """One training run per (optimizer, path, length), shared by every test that reads it (issue 31: the
+    1-update tests read the first update of the 10-update runs, which were separate runs on other data;
+    Horovod's tests reuse the course's large-batch reference)."""
+    return _train(name, updates, path)
 
 
-def _assert_same_as_large_batch(name: str, updates: int, path: str) -> None:
-    want, want_iterations = _large_batch(name, updates)
-    got, got_iterations = _train(name, updates, path)
+def _assert_same_as_large_batch(name: str, updates: int, path: str, run_updates: int = UPDATES) -> None:
+    want, want_iterations = _run(name, "large")[updates]
+    got, got_iterations = _run(name, path, run_updates)[updates]
     assert want_iterations == updates
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=RTOL, atol=1e-7,
@@ -84,8 +100,9 @@ def _assert_same_as_large_batch(name: str, updates: int, path: str) -> None:
     assert got_iterations == updates, f"optimizer.iterations {got_iterations} != {updates} updates"
 
 
-# 1 update (the first, from fresh slots) and 10 (the step counter and slots carried across updates);
-# 2 updates were also run until issue 31: any error at the 2nd update shows in the 10-update run too.
+# 1 update (the first, from fresh slots) and 10 (the step counter and slots carried across updates), read
+# from one run of 10 updates per optimizer and path; 2 updates were also run until issue 31: any error at the
+# 2nd update shows in the 10-update run too.
 @pytest.mark.parametrize("updates", [1, 10])
 @pytest.mark.parametrize("name", ["sgd", "adam", "lars", "lamb"])
 def test_accumulation_equals_one_large_batch(name: str, updates: int) -> None:
@@ -104,7 +121,7 @@ def test_the_same_test_fails_on_horovods_accumulation(name: str) -> None:
 def test_horovods_accumulation_is_exact_for_sgd_weights_only() -> None:
     """SGD never reads the step counter: Horovod's weights match, its counter does not."""
     with pytest.raises(AssertionError, match="optimizer.iterations"):
-        _assert_same_as_large_batch("sgd", 2, "horovod")
+        _assert_same_as_large_batch("sgd", 2, "horovod", run_updates=2)
 
 
 def test_partial_accumulation_waits_and_counter_counts_updates() -> None:

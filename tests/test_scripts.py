@@ -335,34 +335,57 @@ def test_help(script: Path) -> None:
     assert "--batch-size" in out and "(default: 128)" in out and "--json" in out
 
 
-@pytest.mark.parametrize(
-    ("flags", "message"),
-    [
-        (["--batch-size", "0"], "--batch-size: expected an integer >= 1, got '0'"),
-        (["--epochs", "-1"], "--epochs: expected an integer >= 1"),
-        (["--lr", "nan"], "--lr: expected a number > 0"),
-        (["--optimizer", "rmsprop"], "invalid choice: 'rmsprop'"),
-        (["--epochs", "2", "--warmup-epochs", "2"], "--warmup-epochs (2) must be smaller"),
-        (["--resume"], "--resume needs --checkpoint-dir"),
-        (["--resume", "--checkpoint-dir", "{empty}"], "holds no complete checkpoint"),
-        (["--resume", "--checkpoint-dir", "{missing}"], "does not exist"),
-    ],
-)
-def test_bad_flags_fail_fast(flags: list[str], message: str, tmp_path: Path) -> None:
-    flags = [f.format(empty=tmp_path, missing=tmp_path / "nope") for f in flags]
-    code, out = _run([sys.executable, str(HOROVOD_SCRIPT), *flags], timeout=60, check=False)
-    assert code == 2, out
+BAD_FLAGS = [
+    (["--batch-size", "0"], "--batch-size: expected an integer >= 1, got '0'"),
+    (["--epochs", "-1"], "--epochs: expected an integer >= 1"),
+    (["--lr", "nan"], "--lr: expected a number > 0"),
+    (["--optimizer", "rmsprop"], "invalid choice: 'rmsprop'"),
+    (["--epochs", "2", "--warmup-epochs", "2"], "--warmup-epochs (2) must be smaller"),
+    (["--resume"], "--resume needs --checkpoint-dir"),
+    (["--resume", "--checkpoint-dir", "{empty}"], "holds no complete checkpoint"),
+    (["--resume", "--checkpoint-dir", "{missing}"], "does not exist"),
+]
+# Every flag set of BAD_FLAGS (and --epochs 0), run as the script's __main__ one after the other in ONE fresh process
+# (issue 31: was one process each): exit code and output of each, and whether TensorFlow got imported by any of them.
+_RUN_BAD_FLAGS = """
+import contextlib, io, json, runpy, sys, traceback
+script, runs = sys.argv[1], []
+for flags in json.loads(sys.argv[2]):
+    sys.argv, out, code = [script, *flags], io.StringIO(), None
+    with contextlib.redirect_stderr(out), contextlib.redirect_stdout(out):
+        try:
+            runpy.run_path(script, run_name="__main__")
+        except SystemExit as exit_:
+            code = exit_.code
+        except BaseException:
+            traceback.print_exc()
+    runs.append({"code": code, "out": out.getvalue()})
+print(json.dumps({"runs": runs, "tensorflow": "tensorflow" in sys.modules}))
+"""
+
+
+@pytest.fixture(scope="module")
+def bad_flag_runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    empty = tmp_path_factory.mktemp("empty_ckpt")
+    every = [[f.format(empty=empty, missing=empty / "nope") for f in flags] for flags, _ in BAD_FLAGS]
+    code, out = _run([sys.executable, "-c", _RUN_BAD_FLAGS, str(HOROVOD_SCRIPT), json.dumps(every + [["--epochs", "0"]])],
+                     timeout=60)
+    return json.loads(out.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize(("flags", "message"), BAD_FLAGS)
+def test_bad_flags_fail_fast(flags: list[str], message: str, bad_flag_runs: dict) -> None:
+    run = bad_flag_runs["runs"][BAD_FLAGS.index((flags, message))]
+    out = run["out"]
+    assert run["code"] == 2, out
     assert message in out
     assert "Traceback" not in out
 
 
-def test_bad_flags_do_not_import_tensorflow() -> None:
-    code = ("import sys, runpy; sys.argv = ['x', '--epochs', '0']\n"
-            "try:\n    runpy.run_path(%r, run_name='__main__')\n"
-            "except SystemExit:\n    print('tensorflow' in sys.modules)") % str(HOROVOD_SCRIPT)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                         timeout=60)
-    assert out.stdout.strip().endswith("False"), out.stdout + out.stderr
+def test_bad_flags_do_not_import_tensorflow(bad_flag_runs: dict) -> None:
+    """Not for --epochs 0 (the last run), nor for any flag set of BAD_FLAGS."""
+    assert bad_flag_runs["runs"][-1]["code"] == 2, bad_flag_runs["runs"][-1]["out"]
+    assert bad_flag_runs["tensorflow"] is False
 
 
 # ------------------------------------------------------------------ MirroredStrategy
