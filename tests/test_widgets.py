@@ -1,8 +1,10 @@
 """Tests of course_lib.lessons.widgets.ControlPanel, headless (no browser, no kernel).
 
-One real 1-worker Horovod run with the tiny script fills the records, the progress bar, the
-table and the plot; one background run of a sleeping script is stopped and must leave no
-process behind.
+One real 1-worker horovodrun launch of a script that prints the JSON lines of a 2-epoch run
+(``scripts/json_hvd.py``: no TensorFlow, so no training to wait for; real Horovod training under
+the launcher is tests/test_launch.py's, and the panel driving it in JupyterLab is
+tests/browser/test_lab.py's) fills the records, the progress bar, the table and the plot; one
+background run of a sleeping script is stopped and must leave no process behind.
 """
 
 from __future__ import annotations
@@ -30,6 +32,13 @@ def two_cores(monkeypatch) -> None:
     monkeypatch.delenv("COURSE_SLOTS", raising=False)
     monkeypatch.setattr("course_lib.training.capacity.cpu_core_ids", lambda: (0, 1))
     monkeypatch.setattr("course_lib.training.capacity.gpu_names", lambda: [])
+
+
+@pytest.fixture
+def private_slots(tmp_path, monkeypatch):
+    """Slots of this test's own: a run here holds no machine-wide slot, so it never queues behind
+    other test files' runs (json_hvd.py and sleep_hvd.py use next to no CPU: nothing to share)."""
+    monkeypatch.setenv("COURSE_SLOTS_DIR", str(tmp_path / "slots"))
 
 
 def log_text(panel: ControlPanel) -> str:
@@ -67,9 +76,9 @@ def test_panel_rejects_bad_settings_before_launching(tmp_path):
 
 @needs_horovod
 @pytest.mark.horovod
-def test_headless_run_fills_records_progress_table_and_plot(tmp_path):
+def test_headless_run_fills_records_progress_table_and_plot(tmp_path, private_slots):
     records_path = tmp_path / "records.json"
-    panel = ControlPanel(SCRIPTS / "tiny_hvd.py", records_path=records_path,
+    panel = ControlPanel(SCRIPTS / "json_hvd.py", records_path=records_path,
                          default_args=("--train-subset", "256"), timeout=240)
     events = []
     hook = panel._on_event
@@ -85,12 +94,12 @@ def test_headless_run_fills_records_progress_table_and_plot(tmp_path):
     assert panel.figure is not None
     assert scaling.load_records(records_path) == panel.records  # persisted
     assert "done" in panel.status.value and not panel.run_button.disabled
-    assert ControlPanel(SCRIPTS / "tiny_hvd.py", records_path=records_path).records == panel.records
+    assert ControlPanel(SCRIPTS / "json_hvd.py", records_path=records_path).records == panel.records
 
 
 @needs_horovod
 @pytest.mark.horovod
-def test_stop_ends_a_background_run_without_leftovers():
+def test_stop_ends_a_background_run_without_leftovers(private_slots):
     mark = f"test-{uuid.uuid4().hex}"
     panel = ControlPanel(SCRIPTS / "sleep_hvd.py", default_args=("--marker", mark), timeout=120)
     assert panel.run(workers=2, wait=False) is None
@@ -108,11 +117,6 @@ def test_stop_ends_a_background_run_without_leftovers():
 
 
 # -- efficiencies the panel may report (issue 15, point 4) --------------------------------------
-@pytest.fixture
-def private_slots(tmp_path, monkeypatch):
-    monkeypatch.setenv("COURSE_SLOTS_DIR", str(tmp_path / "slots"))
-
-
 def fake_result(workers: int, images_per_sec: float, warmups: list[bool]):
     from course_lib.runner.runlog import RunResult
 

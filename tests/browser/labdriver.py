@@ -289,8 +289,10 @@ class NotebookPage:
     def step(self, description: str) -> Iterator[None]:
         """Name a step; on any failure inside it, screenshot and fail with the details."""
         self.current_step = description
+        started = time.monotonic()
         try:
             yield
+            print(f"step {time.monotonic() - started:6.1f} s: {description}")  # shown with -rP
         except Exception as exc:
             shot = "(screenshot failed)"
             with contextlib.suppress(Exception):
