@@ -15,13 +15,12 @@ PYTEST_ARGS ?=
 
 .PHONY: test test-busy check lint typecheck mutants test-unit test-notebooks notebooks bench clean student site room
 
-# The whole check (issue 31). WORKERS=1 (the default) is plain pytest. WORKERS=2 runs pytest-xdist: the notebooks
-# one after another on one worker, the test files on the other, one file at a time, longest first, at nice 10 and
-# in a cgroup of low CPU weight where it can, with slots of its own (notebooks/conftest.py, tests/conftest.py). Fresh clones took 1 702, 1 612 and 1 560 s that
-# way (serial: 2 390 s); the first two failed 4 and 3 tests (fixed), the third passed: not the default until green 3x
-# (benchmarks/results/2026-11-26-vm-check-time-two-workers.md).
+# The whole check (issue 31), on WORKERS=2 pytest-xdist workers by default: the notebooks one after another on one
+# worker, the test files on the other, one file at a time, longest first, at nice 10 and in a cgroup of low CPU
+# weight where it can, with slots of its own (notebooks/conftest.py, tests/conftest.py). WORKERS=1 is plain pytest.
+# Fresh clones' times: benchmarks/results/2026-11-26-vm-check-time-two-workers.md and the jsonl beside it.
 # MARK deselects, e.g. make test MARK='not browser'; PYTEST_ARGS is passed to pytest.
-WORKERS ?= 1
+WORKERS ?= 2
 MARK ?=
 xdist = $(if $(filter 1,$(WORKERS)),,-n $(WORKERS) --dist loadfile --no-loadscope-reorder)
 
