@@ -11,7 +11,8 @@ there (what CI does), so nothing of this checkout's venv or build is reused. ``b
 wall seconds, the machine's busy CPU-seconds over the run (``/proc/stat``: every process, so run it on an
 otherwise idle machine), the average busy cores (CPU-seconds / wall) and that over the machine's cores
 (utilisation), the exit status, the set-up time that ``tools/setup.sh`` printed, the load average before,
-and the commit. The whole output of each run is kept in ``build/check-time/`` (not committed), with the per-test
+the machine's single-core speed just before (``speed_probe_s``: this VM's speed varies up to 2x between runs;
+lower is faster), and the commit. The whole output of each run is kept in ``build/check-time/`` (not committed), with the per-test
 profile of benchmarks/suite_profile.py beside it (``<log>.profile.jsonl``; ``python -m benchmarks.suite_profile
 FILE`` sums it per file). ``--summary``
 prints the table of a results file.
@@ -31,7 +32,7 @@ import time
 from datetime import date
 from pathlib import Path
 
-from benchmarks.machine import describe_machine, load_average
+from benchmarks.machine import describe_machine, load_average, speed_probe
 from benchmarks import suite_profile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,7 +41,7 @@ SETUP_DONE = re.compile(r"\[setup\] done in (\d+) s")
 
 def timed(command: list[str], cwd: Path, log: Path, env: dict[str, str] | None = None) -> dict:
     """Run ``command`` with its output in ``log``; wall, busy CPU-seconds and exit status."""
-    load = load_average()
+    load, speed = load_average(), speed_probe()
     busy, start = suite_profile.busy_cpu_seconds(), time.monotonic()
     with log.open("w") as out:
         rc = subprocess.run(command, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env=env).returncode
@@ -51,7 +52,8 @@ def timed(command: list[str], cwd: Path, log: Path, env: dict[str, str] | None =
     passed = re.findall(r"=+ (.*) in [\d.]+s", text)
     return {"rc": rc, "wall_s": round(wall, 1), "busy_cpu_s": round(cpu, 1), "busy_cores": round(cpu / wall, 2),
             "utilisation": round(cpu / wall / cores, 3), "cores": cores, "setup_s": int(setup.group(1)) if setup else None,
-            "pytest_summaries": passed, "load_before": load}
+            "pytest_summaries": passed, "load_before": load,
+            "speed_probe_s": speed}
 
 
 def commit() -> str:
@@ -85,10 +87,12 @@ def busy_run(keep_log: Path) -> dict:
 
 def summary(path: Path) -> str:
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    lines = [f"{'kind':6} {'commit':9} {'rc':>3} {'wall s':>7} {'set-up s':>8} {'CPU s':>7} {'cores':>5} {'util':>5}"]
+    lines = [f"{'kind':6} {'commit':9} {'rc':>3} {'wall s':>7} {'set-up s':>8} {'CPU s':>7} {'cores':>5} {'util':>5} "
+             f"{'probe s':>7}"]
     for r in rows:
         lines.append(f"{r['kind']:6} {r['commit']:9} {r['rc']:3d} {r['wall_s']:7.0f} {str(r['setup_s'] or '-'):>8} "
-                     f"{r['busy_cpu_s']:7.0f} {r['busy_cores']:5.2f} {r['utilisation']:5.2f}")
+                     f"{r['busy_cpu_s']:7.0f} {r['busy_cores']:5.2f} {r['utilisation']:5.2f} "
+                     f"{str(r.get('speed_probe_s', '-')):>7}")
     return "\n".join(lines)
 
 

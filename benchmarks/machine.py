@@ -69,3 +69,21 @@ def describe_machine() -> dict:
         "platform": platform.platform(),
         "load_average": load_average(),
     }
+
+
+def speed_probe(rounds: int = 3, n: int = 2_000_000) -> float:
+    """Seconds of the fastest of ``rounds`` runs of one fixed pure-Python loop on one core (issue 31).
+
+    This VM's speed varies up to 2x from one run to the next; recorded beside each whole-suite timing
+    (benchmarks/check_time.py), it tells a slower machine from a slower suite. Lower is faster.
+    """
+    import time
+
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        total = 0
+        for i in range(n):
+            total += i * i % 7
+        best = min(best, time.perf_counter() - start)
+    return round(best, 3)

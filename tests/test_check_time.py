@@ -17,15 +17,24 @@ def test_timed_records_wall_cpu_status_and_setup_time(tmp_path: Path) -> None:
     assert record["rc"] == 3 and record["setup_s"] == 42 and record["pytest_summaries"] == ["3 passed"]
     assert record["wall_s"] >= 0 and record["busy_cpu_s"] >= 0 and 0 <= record["utilisation"]
     assert "[setup] done in 42 s" in log.read_text()
+    assert record["speed_probe_s"] > 0  # the machine's single-core speed just before the run
+
+
+def test_the_speed_probe_times_its_fastest_round() -> None:
+    from benchmarks.machine import speed_probe
+
+    small, large = speed_probe(rounds=2, n=20_000), speed_probe(rounds=2, n=2_000_000)
+    assert 0 < small < large
 
 
 def test_summary_is_one_row_per_run(tmp_path: Path) -> None:
     path = tmp_path / "r.jsonl"
     row = {"kind": "fresh", "commit": "abc1234", "rc": 0, "wall_s": 1100.0, "setup_s": 230,
            "busy_cpu_s": 1900.0, "busy_cores": 1.73, "utilisation": 0.86}
-    path.write_text(json.dumps(row) + "\n" + json.dumps({**row, "rc": 1}) + "\n")
+    path.write_text(json.dumps(row) + "\n" + json.dumps({**row, "rc": 1, "speed_probe_s": 0.187}) + "\n")
     lines = check_time.summary(path).splitlines()
     assert len(lines) == 3 and "1100" in lines[1] and " 1 " in lines[2]
+    assert lines[1].endswith("-") and lines[2].endswith("0.187")  # rows from before the probe show "-"
 
 
 def test_bad_run_count_is_refused_before_anything_runs(capsys: pytest.CaptureFixture[str]) -> None:
