@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import json
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -15,6 +12,7 @@ import pytest
 
 from course_lib.lessons import allreduce_model
 from course_lib.runner.launch import run_horovod
+from flag_runs import run_flag_sets
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "source_code" / "allreduce_bench.py"
@@ -57,38 +55,21 @@ BAD_FLAGS = [
 ]
 # Every bad flag set of BAD_FLAGS, run as the script's __main__ one after the other in ONE fresh process (issue 31:
 # was one process each): exit code and stderr of each, and whether TensorFlow got imported by any of them.
-_RUN_BAD_FLAGS = """
-import contextlib, io, json, runpy, sys, traceback
-bench, runs = sys.argv[1], []
-for flags in json.loads(sys.argv[2]):
-    sys.argv, err, code = [bench, *flags], io.StringIO(), None
-    with contextlib.redirect_stderr(err):
-        try:
-            runpy.run_path(bench, run_name="__main__")
-        except SystemExit as exit_:
-            code = exit_.code
-        except BaseException:
-            traceback.print_exc()
-    runs.append({"code": code, "stderr": err.getvalue()})
-print(json.dumps({"runs": runs, "tensorflow": "tensorflow" in sys.modules}))
-"""
 
 
 @pytest.fixture(scope="module")
 def bad_flag_runs() -> dict:
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", _RUN_BAD_FLAGS, str(BENCH), json.dumps([f for f, _ in BAD_FLAGS])],
-                          capture_output=True, text=True, timeout=60, cwd=ROOT)
-    assert done.returncode == 0, done.stderr
-    return {**json.loads(done.stdout), "seconds": time.monotonic() - started}
+    runs = run_flag_sets(BENCH, [f for f, _ in BAD_FLAGS], cwd=ROOT)
+    return {**runs, "seconds": time.monotonic() - started}
 
 
 @pytest.mark.parametrize("flags, message", BAD_FLAGS)
 def test_bad_flags_fail_before_horovod_starts(flags, message, bad_flag_runs):
     run = bad_flag_runs["runs"][[f for f, _ in BAD_FLAGS].index(flags)]
     assert run["code"] == 2
-    assert message in run["stderr"]
-    assert "Traceback" not in run["stderr"]
+    assert message in run["out"]
+    assert "Traceback" not in run["out"]
     assert not bad_flag_runs["tensorflow"]  # argparse only: TensorFlow was never imported
     assert bad_flag_runs["seconds"] < 20
 

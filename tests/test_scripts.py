@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from flag_runs import run_flag_sets
 
 ROOT = Path(__file__).resolve().parents[1]
 HOROVOD_SCRIPT = ROOT / "source_code" / "horovod_fmnist.py"
@@ -347,30 +348,13 @@ BAD_FLAGS = [
 ]
 # Every flag set of BAD_FLAGS (and --epochs 0), run as the script's __main__ one after the other in ONE fresh process
 # (issue 31: was one process each): exit code and output of each, and whether TensorFlow got imported by any of them.
-_RUN_BAD_FLAGS = """
-import contextlib, io, json, runpy, sys, traceback
-script, runs = sys.argv[1], []
-for flags in json.loads(sys.argv[2]):
-    sys.argv, out, code = [script, *flags], io.StringIO(), None
-    with contextlib.redirect_stderr(out), contextlib.redirect_stdout(out):
-        try:
-            runpy.run_path(script, run_name="__main__")
-        except SystemExit as exit_:
-            code = exit_.code
-        except BaseException:
-            traceback.print_exc()
-    runs.append({"code": code, "out": out.getvalue()})
-print(json.dumps({"runs": runs, "tensorflow": "tensorflow" in sys.modules}))
-"""
 
 
 @pytest.fixture(scope="module")
 def bad_flag_runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
     empty = tmp_path_factory.mktemp("empty_ckpt")
     every = [[f.format(empty=empty, missing=empty / "nope") for f in flags] for flags, _ in BAD_FLAGS]
-    code, out = _run([sys.executable, "-c", _RUN_BAD_FLAGS, str(HOROVOD_SCRIPT), json.dumps(every + [["--epochs", "0"]])],
-                     timeout=60)
-    return json.loads(out.strip().splitlines()[-1])
+    return run_flag_sets(HOROVOD_SCRIPT, every + [["--epochs", "0"]], with_stdout=True)
 
 
 @pytest.mark.parametrize(("flags", "message"), BAD_FLAGS)
