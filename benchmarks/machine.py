@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import platform
 import socket
+import time
 from pathlib import Path
 
 from course_lib.environment.doctor import package_version  # one place reads package versions
@@ -77,8 +78,6 @@ def speed_probe(rounds: int = 3, n: int = 2_000_000) -> float:
     This VM's speed varies up to 2x from one run to the next; recorded beside each whole-suite timing
     (benchmarks/check_time.py), it tells a slower machine from a slower suite. Lower is faster.
     """
-    import time
-
     best = float("inf")
     for _ in range(rounds):
         start = time.perf_counter()

@@ -8,25 +8,14 @@ HOROVOD_RANK / HOROVOD_SIZE; horovodrun does not need the script to call hvd.ini
 Real training under horovodrun is tiny_hvd.py's job (tests/test_launch.py).
 """
 
-import argparse
-import json
 import os
 import time
 
-
-def emit(args, event, **fields):
-    if args.json:
-        print(json.dumps({"event": event, **fields}), flush=True)
+from panel_flags import emit, panel_parser
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--epochs", type=int, default=1)
-    parser.add_argument("--train-subset", type=int, default=512)
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--marker", default=None)
-    args = parser.parse_args()
+    args = panel_parser().parse_args()
     rank, size = int(os.environ.get("HOROVOD_RANK", "0")), int(os.environ.get("HOROVOD_SIZE", "1"))
     global_batch = args.batch_size * size
     steps = max(1, args.train_subset // global_batch)

@@ -7,12 +7,12 @@ its config line, until FILE exists: proves that output is streamed while the run
 --marker TEXT (ignored; lets a test find the run's processes).
 """
 
-import argparse
 import hashlib
-import json
 import os
 import sys
 import time
+
+from panel_flags import emit, panel_parser
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -22,19 +22,9 @@ import tensorflow as tf  # noqa: E402
 import horovod.tensorflow.keras as hvd  # noqa: E402
 
 
-def emit(args, event, **fields):
-    if args.json:
-        print(json.dumps({"event": event, **fields}), flush=True)
-
-
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--epochs", type=int, default=1)
-    parser.add_argument("--train-subset", type=int, default=512)
-    parser.add_argument("--json", action="store_true")
+    parser = panel_parser()
     parser.add_argument("--wait-for", default=None)
-    parser.add_argument("--marker", default=None)
     args = parser.parse_args()
 
     hvd.init()
