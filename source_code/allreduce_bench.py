@@ -23,7 +23,10 @@ model to these lines (notebooks/05_communication.ipynb).
 ``HOROVOD_CYCLE_TIME``, ``hvd.init()``; Horovod reads the variable at ``init``), the order of the
 cycle times reversed every other round, so that a change of the machine's load moves every cycle
 time alike. Each ``allreduce`` line carries its ``cycle_time_ms``; the repeats of a size are
-pooled over the ``--rounds``.
+pooled over the ``--rounds``. Launch it through the course (``launch.run_horovod``, or
+``python -m course_lib.runner.horovodrun``): Horovod 0.28.1's own ``horovodrun`` can hand a restarting
+rank a stale address on a loaded machine (``gloo::IoException ... Connection refused``), a server bug
+that ``course_lib.runner.gloo_rendezvous`` fixes.
 """
 
 from __future__ import annotations

@@ -19,7 +19,11 @@ The file is ``horovod-build-check.json`` in the course's cache folder (``$COURSE
 ``$XDG_CACHE_HOME/course-dl``, else ``~/.cache/course-dl``: :func:`course_lib.training.files.cache_dir`, also
 the folder of set-up's wheel cache).
 
-On a cluster, type ``horovodrun`` itself; both take the same arguments and start the same ranks.
+It also fixes Horovod's Gloo rendezvous server, so that a rank can restart Horovod in one launch
+(:mod:`course_lib.runner.gloo_rendezvous`).
+
+On a cluster, type ``horovodrun`` itself; both take the same arguments and start the same ranks (a launch
+that restarts Horovod, ``allreduce_bench.py --cycle-times``, can fail there on that bug).
 
 Introduced in notebooks/03_horovod.ipynb (:func:`course_lib.runner.launch.run_horovod` starts every
 Horovod run through it).
@@ -34,6 +38,7 @@ import sysconfig
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from course_lib.runner.gloo_rendezvous import fix_scope_clearing
 from course_lib.training.files import atomic_write_text, cache_dir
 
 __all__ = ["CHECKS", "FILE_NAME", "cache_file", "extension_key", "keep_answers", "main"]
@@ -115,9 +120,13 @@ def keep_answers(module: Any, key: str, path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run horovodrun with ``argv`` (default: this process's arguments), its build check answered from the file."""
+    """Run horovodrun with ``argv`` (default: this process's arguments), its build check answered from the file
+    and its Gloo rendezvous server fixed for restarts (:mod:`course_lib.runner.gloo_rendezvous`)."""
     import horovod
     from horovod.runner import launch
+    from horovod.runner.http import http_server
+
+    fix_scope_clearing(http_server.RendezvousHandler)
 
     key = extension_key(Path(horovod.__file__).parent)
     if key is not None:
