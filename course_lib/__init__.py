@@ -19,7 +19,8 @@ and each layer's imports as ``tests/test_layers.MAY_IMPORT`` enforces them.
     functions left as they are at a rank's first step: start-up time).
 ``runner/`` (imports training)
     Starting training processes from a notebook: ``launch`` (``run_horovod``, ``run_python``),
-    ``horovodrun`` (horovodrun without its per-launch build check), ``options`` (the launchers' shared keywords), ``preflight`` (input checks), ``placing`` (what a
+    ``horovodrun`` (horovodrun without its per-launch build check), ``gloo_rendezvous`` (Horovod's Gloo
+    rendezvous server fixed for restarts), ``options`` (the launchers' shared keywords), ``preflight`` (input checks), ``placing`` (what a
     launch holds), ``execute`` (the launchers' shared glue), ``slots`` (machine-wide queue and grants),
     ``place_rank`` (the rank wrapper), ``processes`` and ``watchdog`` (process groups and clean-up),
     ``runlog`` (rank prefixes and JSON lines into a RunResult), ``multiworker`` and ``supervise``
