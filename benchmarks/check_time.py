@@ -12,7 +12,10 @@ wall seconds, the machine's busy CPU-seconds over the run (``/proc/stat``: every
 otherwise idle machine), the average busy cores (CPU-seconds / wall) and that over the machine's cores
 (utilisation), the exit status, the set-up time that ``tools/setup.sh`` printed, the load average before,
 the machine's single-core speed just before (``speed_probe_s``: this VM's speed varies up to 2x between runs;
-lower is faster), and the commit. The whole output of each run is kept in ``build/check-time/`` (not committed), with the per-test
+lower is faster), how many processes outlived the run (``leftovers``: orphans the driver adopted, ended
+afterwards), and the commit. The driver is a child subreaper: an interrupt (Ctrl+C, or SIGINT/SIGTERM to the
+driver alone) ends every process of the run, daemons that left its session included (SIGINT, 30 s for
+pytest's teardown, then SIGTERM and SIGKILL). The whole output of each run is kept in ``build/check-time/`` (not committed), with the per-test
 profile of benchmarks/suite_profile.py beside it (``<log>.profile.jsonl``; ``python -m benchmarks.suite_profile
 FILE`` sums it per file). ``--summary``
 prints the table of a results file.
@@ -21,10 +24,12 @@ prints the table of a results file.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -34,18 +39,75 @@ from pathlib import Path
 
 from benchmarks.machine import describe_machine, load_average, speed_probe
 from benchmarks import suite_profile
+from course_lib.runner.watchdog import alive, become_subreaper, escalate, scan_descendants
 
 ROOT = Path(__file__).resolve().parents[1]
 SETUP_DONE = re.compile(r"\[setup\] done in (\d+) s")
+TEARDOWN_GRACE_S = (30.0, 5.0)  # after SIGINT (pytest's fixtures tear down), after SIGTERM
 
 
-def timed(command: list[str], cwd: Path, log: Path, env: dict[str, str] | None = None) -> dict:
-    """Run ``command`` with its output in ``log``; wall, busy CPU-seconds and exit status."""
+def adopts_orphans() -> bool:
+    """Whether this process is a child subreaper (``main`` makes the driver one; a pytest worker is not)."""
+    flag = ctypes.c_int(0)
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(37, ctypes.byref(flag), 0, 0, 0) == 0 and flag.value == 1
+    except (OSError, AttributeError):  # PR_GET_CHILD_SUBREAPER: Linux only
+        return False
+
+
+def end_tree(proc: subprocess.Popen, grace_s: tuple[float, float] = TEARDOWN_GRACE_S) -> int:
+    """End ``proc``'s session and its descendants, and, in the driver (a subreaper, whose every child is the
+    run's), the orphans it adopted; return how many were alive."""
+    tracked: dict = {}
+    root = os.getpid() if adopts_orphans() else proc.pid
+
+    def targets() -> list:
+        scan_descendants(root, tracked)
+        return alive(tracked.values())
+
+    def signal_group(sig: int) -> None:
+        try:
+            os.killpg(proc.pid, sig)
+        except OSError:
+            pass
+
+    def reap() -> None:
+        proc.poll()
+        if root != proc.pid:  # adopted orphans are our children now: do not leave them as zombies
+            try:
+                while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                    pass
+            except ChildProcessError:
+                pass
+
+    found = len(targets())
+    escalate(targets, signal_group, reap, grace_s)
+    reap()
+    return found
+
+
+def as_driver() -> None:
+    """Make this process the runs' driver: orphans of a run come to it, and SIGTERM ends it like Ctrl+C."""
+    become_subreaper()  # a process that leaves a run's tree is re-parented to the driver, not to init
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # timed ends the run's tree
+
+
+def timed(command: list[str], cwd: Path, log: Path, env: dict[str, str] | None = None,
+          grace_s: tuple[float, float] = TEARDOWN_GRACE_S) -> dict:
+    """Run ``command`` with its output in ``log``; wall, busy CPU-seconds and exit status. Interrupted, it
+    ends every process of the run (``grace_s`` after SIGINT and after SIGTERM) before it raises."""
     load, speed = load_average(), speed_probe()
     busy, start = suite_profile.busy_cpu_seconds(), time.monotonic()
     with log.open("w") as out:
-        rc = subprocess.run(command, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env=env).returncode
+        proc = subprocess.Popen(command, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+        try:
+            rc = proc.wait()
+        except BaseException:  # Ctrl+C, or SIGTERM (main): nothing of the run may go on without us
+            end_tree(proc, grace_s)
+            raise
     wall, cpu = time.monotonic() - start, suite_profile.busy_cpu_seconds() - busy
+    leftovers = end_tree(proc, (2.0, 2.0))  # the run ended: whatever of it is still alive outlived it
     cores = os.cpu_count() or 1
     text = log.read_text(errors="replace")
     setup = SETUP_DONE.search(text)
@@ -53,7 +115,7 @@ def timed(command: list[str], cwd: Path, log: Path, env: dict[str, str] | None =
     return {"rc": rc, "wall_s": round(wall, 1), "busy_cpu_s": round(cpu, 1), "busy_cores": round(cpu / wall, 2),
             "utilisation": round(cpu / wall / cores, 3), "cores": cores, "setup_s": int(setup.group(1)) if setup else None,
             "pytest_summaries": passed, "load_before": load,
-            "speed_probe_s": speed}
+            "speed_probe_s": speed, "leftovers": leftovers}
 
 
 def commit() -> str:
@@ -110,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("say fresh or busy (or --summary FILE)")
     if args.runs < 1:
         parser.error(f"--runs must be 1 or more, got {args.runs}")
+    as_driver()
     machine = describe_machine()
     out = args.out or ROOT / "benchmarks" / "results" / f"{date.today()}-vm-check-time.jsonl"
     worst = 0

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -83,3 +85,73 @@ def test_pytest_runs_that_tests_start_do_not_inherit_the_plugin(tmp_path: Path, 
     assert "1 passed" in done.stdout, done.stdout
     (line,) = (tmp_path / "p.jsonl").read_text().splitlines()   # the session itself still profiles
     assert '"test": "test_probe.py::test_env"' in line and ('"worker": "gw' in line) == bool(workers), line
+
+
+DRIVER = """
+import json, sys
+from pathlib import Path
+from benchmarks import check_time
+check_time.as_driver()
+print(json.dumps(check_time.timed(["bash", "-c", sys.argv[1]], Path(sys.argv[2]), Path(sys.argv[2]) / "run.log",
+                                  grace_s=(1.0, 1.0))), flush=True)
+"""
+
+
+def _marked(mark: str) -> list:
+    """The run's marked processes (``bash -c trap ...``, ``bash -c sleep ...``), not the lines that start them."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        line = " ".join(proc.info["cmdline"] or [])
+        if mark in line and line.startswith(("bash -c trap", "bash -c sleep")):
+            try:
+                if proc.status() != psutil.STATUS_ZOMBIE:
+                    found.append(proc)
+            except psutil.Error:
+                continue
+    return found
+
+
+def _stubborn(mark: str) -> str:
+    """A bash line that starts a process in a session of its own that ignores SIGINT and SIGTERM."""
+    return f"setsid bash -c 'trap \"\" INT TERM; while :; do sleep 0.2; done; : {mark}' &"
+
+
+@pytest.mark.slow
+def test_a_process_that_outlives_the_run_is_counted_and_ended(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    mark = f"check-time-leftover-{os.getpid()}-{time.time_ns()}"
+    out = subprocess.run([sys.executable, "-c", DRIVER, f"{_stubborn(mark)} exit 0", str(tmp_path)],
+                         cwd=check_time.ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    record = json.loads(out.stdout.strip().splitlines()[-1])
+    assert record["rc"] == 0 and record["leftovers"] >= 1, record  # the stubborn bash (and its sleep)
+    assert not _marked(mark), "the leftover outlived the driver"
+
+
+@pytest.mark.slow
+def test_sigint_to_the_driver_alone_ends_every_process_of_the_run(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    mark = f"check-time-interrupt-{os.getpid()}-{time.time_ns()}"
+    line = f"{_stubborn(mark)} bash -c 'sleep 300; : {mark}' & echo started; wait"
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER, line, str(tmp_path)], cwd=check_time.ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(_marked(mark)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(_marked(mark)) == 2, "the run's two processes never started"
+        driver.send_signal(signal.SIGINT)  # to the driver alone, not to its run's session
+        _, err = driver.communicate(timeout=60)
+        assert driver.returncode != 0 and "KeyboardInterrupt" in err
+        assert not _marked(mark), "a process of the run outlived the interrupted driver"
+    finally:
+        for proc in _marked(mark):
+            proc.kill()
+        driver.kill()
