@@ -1,7 +1,9 @@
 """End-to-end tests of source_code/horovod_fmnist.py and source_code/mirrored_fmnist.py.
 
 Real ``horovodrun -np 2 --gloo`` runs on a small subset of the real Fashion-MNIST. The runs are
-module-scoped fixtures shared by several tests, to keep the file at about two minutes.
+module-scoped fixtures shared by several tests, one test per property, to keep the file at about two minutes:
+one 2-worker launch runs the reference, the control, the accumulation run and the run that is killed in turn
+(``launch``), and one process runs both MirroredStrategy runs (``mirrored``), through tests/scripts/runs_in_turn.py.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from flag_runs import run_flag_sets
 ROOT = Path(__file__).resolve().parents[1]
 HOROVOD_SCRIPT = ROOT / "source_code" / "horovod_fmnist.py"
 MIRRORED_SCRIPT = ROOT / "source_code" / "mirrored_fmnist.py"
+# Several runs of a script's main() in one process (issue 31: one TensorFlow start for all of them).
+RUNS_IN_TURN = ROOT / "tests" / "scripts" / "runs_in_turn.py"
 # horovodrun as the course's launcher starts it: Horovod's own launcher, its per-launch build check (5-10 s)
 # answered from a kept file (course_lib/runner/horovodrun.py; tests/test_horovodrun_launcher.py shows both agree,
 # and tests/test_placement.py still runs the installed horovodrun itself).
@@ -99,40 +103,108 @@ def _processes_with(marker: str) -> list[int]:
     return pids
 
 
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """Uninterrupted 2-worker run of 2 epochs with checkpoints."""
-    ckpt = tmp_path_factory.mktemp("reference_ckpt")
-    _, out = _run(_horovod_cmd(2, *SMALL, "--epochs", "2", "--checkpoint-dir", str(ckpt)))
-    return {"events": _events(out), "ckpt": ckpt, "out": out}
+class _RunSplitter:
+    """Gives each line of tests/scripts/runs_in_turn.py's output to its run: a rank's lines belong to the run
+    of that rank's latest ``run`` line (each rank's output keeps its order; the ranks' interleave)."""
+
+    def __init__(self) -> None:
+        self.runs: list[list[dict]] = []  # each run's JSON events
+        self.texts: list[list[str]] = []  # each run's lines
+        self.current: dict[str, int] = {}
+
+    def add(self, line: str) -> dict | None:
+        """File one output line; returns its event (None for a line that is not JSON)."""
+        match = PREFIX.match(line)
+        rank = match.group(1) if match else "0"
+        text = PREFIX.sub("", line).strip()
+        event = json.loads(text) if text.startswith("{") else None
+        if event and event["event"] == "run":
+            self.current[rank] = event["index"]
+            self.runs.extend([] for _ in range(event["index"] + 1 - len(self.runs)))
+            self.texts.extend([] for _ in range(event["index"] + 1 - len(self.texts)))
+        elif rank in self.current:  # lines before a rank's first run (the launcher's) belong to none
+            self.texts[self.current[rank]].append(line)
+            if event:
+                self.runs[self.current[rank]].append(event)
+        return event
+
+
+K, MICRO_STEPS, MICRO_BATCH = 3, 6, 32  # 192 images per rank / 32 per micro-batch per epoch
+RUNS = ("reference", "control", "accumulated", "interrupted")  # the runs of the shared launch, in turn
 
 
 @pytest.fixture(scope="module")
-def interrupted(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """The same run, killed with SIGKILL right after the checkpoint of epoch 1 is committed."""
-    ckpt = tmp_path_factory.mktemp("interrupted_ckpt")
-    cmd = _horovod_cmd(2, *SMALL, "--epochs", "2", "--checkpoint-dir", str(ckpt))
+def launch(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """ONE ``horovodrun -np 2`` (issue 31: was four) whose ranks run horovod_fmnist.py's ``main`` four times in
+    turn (tests/scripts/runs_in_turn.py), each run's events its own:
+
+    - ``reference``: uninterrupted, 2 epochs with checkpoints; first, so its ranks claim the free cores;
+    - ``control``: without DistributedOptimizer, 1 epoch of 2 steps;
+    - ``accumulated``: --backward-passes-per-step 3, 2 epochs of 6 micro-steps, LR scaled, one warm-up epoch,
+      the test set scored every epoch, rank 0's weights digested after every micro-step (one run for what
+      three runs checked: a one-process run here, tests/test_accumulation.py's 2-worker run and
+      tests/test_ablation.py's one-process run of the same flags);
+    - ``interrupted``: the reference's flags into another folder, the whole job killed with SIGKILL of its
+      process group right after this run's checkpoint of epoch 1 is committed.
+    """
+    ckpt = {name: tmp_path_factory.mktemp(f"{name}_ckpt") for name in ("reference", "accumulated", "interrupted")}
+    runs = [
+        [*SMALL, "--epochs", "2", "--checkpoint-dir", str(ckpt["reference"])],
+        [*CONTROL, "--no-distributed-optimizer"],
+        ["--train-subset", str(2 * MICRO_STEPS * MICRO_BATCH), "--test-subset", "64",
+         "--batch-size", str(MICRO_BATCH), "--backward-passes-per-step", str(K),
+         "--epochs", "2", "--lr", "0.001", "--scale-lr", "--warmup-epochs", "1",
+         "--eval-every-epoch", "--step-digests", "--json", "--deterministic",
+         "--threads-per-worker", "1", "--checkpoint-dir", str(ckpt["accumulated"])],
+        [*SMALL, "--epochs", "2", "--checkpoint-dir", str(ckpt["interrupted"])],
+    ]
+    cmd = [*HOROVODRUN, "-np", "2", "--gloo", sys.executable, str(RUNS_IN_TURN), str(HOROVOD_SCRIPT),
+           json.dumps(runs)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             cwd=ROOT, env=ENV, start_new_session=True)
     lines: list[str] = []
+    split = _RunSplitter()
+    last = RUNS.index("interrupted")
     try:
         for line in proc.stdout:  # type: ignore[union-attr]
             lines.append(line)
-            events = _events(line)
-            if events and events[0]["event"] == "checkpoint" and events[0]["epoch"] == 1:
+            event = split.add(line)
+            if (event and event["event"] == "checkpoint" and event["epoch"] == 1
+                    and split.current.get("0") == last):  # rank 0 checkpoints
                 os.killpg(proc.pid, signal.SIGKILL)
                 break
     finally:
         _kill_group(proc)
     # Every rank of the killed job must be gone (they share the killed process group).
+    marker = str(ckpt["interrupted"])  # in every rank's command line
     deadline = time.monotonic() + 10
-    while _processes_with(str(ckpt)) and time.monotonic() < deadline:
+    while _processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.2)
-    leftovers = _processes_with(str(ckpt))
+    leftovers = _processes_with(marker)
     for pid in leftovers:
         os.kill(pid, signal.SIGKILL)
-    return {"events": _events("".join(lines)), "ckpt": ckpt, "leftovers": leftovers,
-            "out": "".join(lines)}
+    out = "".join(lines)
+    assert len(split.runs) == len(RUNS), out[-5000:]  # every run started
+    return {name: {"events": events, "ckpt": ckpt.get(name), "out": "".join(text) or out}
+            for name, events, text in zip(RUNS, split.runs, split.texts)} | {"leftovers": leftovers}
+
+
+@pytest.fixture(scope="module")
+def reference(launch: dict) -> dict:
+    """Uninterrupted 2-worker run of 2 epochs with checkpoints (the shared launch's first run)."""
+    return launch["reference"]
+
+
+@pytest.fixture(scope="module")
+def interrupted(launch: dict) -> dict:
+    """The same run, killed with SIGKILL right after the checkpoint of epoch 1 is committed."""
+    return {**launch["interrupted"], "leftovers": launch["leftovers"]}
+
+
+@pytest.fixture(scope="module")
+def accumulated(launch: dict) -> dict:
+    """The accumulation run (see ``launch``)."""
+    return launch["accumulated"]
 
 
 # ------------------------------------------------------------------ Horovod, 2 workers
@@ -205,10 +277,12 @@ def test_ranks_consume_every_training_image_once(reference: dict) -> None:
 @needs_horovod
 @pytest.mark.horovod
 @pytest.mark.slow
-def test_control_without_distributed_optimizer_diverges(tmp_path: Path) -> None:
-    _, out = _run(_horovod_cmd(2, *CONTROL, "--no-distributed-optimizer"))
-    digests = {e["rank"]: e["digest"] for e in _of(_events(out), "digest")}
-    assert sorted(digests) == [0, 1], out[-3000:]
+def test_control_without_distributed_optimizer_diverges(launch: dict) -> None:
+    control = launch["control"]
+    (config,) = _of(control["events"], "config")
+    assert config["distributed_optimizer"] is False, config
+    digests = {e["rank"]: e["digest"] for e in _of(control["events"], "digest")}
+    assert sorted(digests) == [0, 1], control["out"][-3000:]
     assert digests[0] != digests[1]
 
 
@@ -230,6 +304,7 @@ def test_kill_and_resume_reproduces_uninterrupted_run(reference: dict, interrupt
 
     _, out = _run(_horovod_cmd(2, *SMALL, "--epochs", "2", "--checkpoint-dir",
                                str(interrupted["ckpt"]), "--resume"))
+    assert _processes_with(str(interrupted["ckpt"])) == [], "processes outlived the resumed run"
     events = _events(out)
     (resume,) = _of(events, "resume")
     assert resume["epoch"] == 1 and resume["digest"] == saved[0]["digest"]
@@ -269,33 +344,14 @@ def test_resume_on_one_worker(reference: dict, tmp_path: Path) -> None:
     assert json.loads((ckpt / "latest.json").read_text())["epoch"] == 3
 
 
-K, MICRO_STEPS, MICRO_BATCH = 3, 6, 32  # 192 images per rank / 32 per micro-batch per epoch
-
-
-@pytest.fixture(scope="module")
-def accumulated(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """horovodrun -np 2, --backward-passes-per-step 3, 2 epochs of 6 micro-steps, LR scaled, one warm-up
-    epoch, the test set scored every epoch, rank 0's weights digested after every micro-step.
-
-    One launch (issue 31) for what three runs checked: a one-process run here, tests/test_accumulation.py's
-    2-worker run and tests/test_ablation.py's one-process run of the same flags.
-    """
-    marker = str(tmp_path_factory.mktemp("accumulated") / "ckpt")  # in every rank's command line
-    _, out = _run(_horovod_cmd(2, "--train-subset", str(2 * MICRO_STEPS * MICRO_BATCH), "--test-subset", "64",
-                               "--batch-size", str(MICRO_BATCH), "--backward-passes-per-step", str(K),
-                               "--epochs", "2", "--lr", "0.001", "--scale-lr", "--warmup-epochs", "1",
-                               "--eval-every-epoch", "--step-digests", "--json", "--deterministic",
-                               "--threads-per-worker", "1", "--checkpoint-dir", marker))
-    return {"events": _events(out), "out": out, "leftovers": _processes_with(marker)}
-
-
 @needs_horovod
 @pytest.mark.horovod
 @pytest.mark.slow
 def test_two_workers_accumulate_every_kth_micro_step_and_stay_identical(accumulated: dict) -> None:
     """--backward-passes-per-step 3, checked by the weights themselves: rank 0's change at every 3rd
-    micro-step only (across the epoch boundary), both ranks end the same, the config counts the
-    accumulated global batch, and no process outlives the run."""
+    micro-step only (across the epoch boundary), both ranks end the same, and the config counts the
+    accumulated global batch. (That no process outlives a run that ends normally: the 2-worker resume of
+    test_kill_and_resume_reproduces_uninterrupted_run.)"""
     events = accumulated["events"]
     steps = [e["digest"] for e in _of(events, "step_digest")]  # rank 0 prints them
     assert len(steps) == 1 + 2 * MICRO_STEPS, accumulated["out"][-3000:]
@@ -306,7 +362,6 @@ def test_two_workers_accumulate_every_kth_micro_step_and_stay_identical(accumula
     (config,) = _of(events, "config")
     assert config["global_batch"] == MICRO_BATCH * 2 * K, config
     assert config["updates_per_epoch"] == MICRO_STEPS // K, config
-    assert accumulated["leftovers"] == [], "processes outlived the run"
 
 
 @needs_horovod
@@ -330,9 +385,15 @@ def test_eval_every_epoch_accumulation_scaling_and_warmup(accumulated: dict) -> 
 
 
 # ------------------------------------------------------------------ flags
-@pytest.mark.parametrize("script", [HOROVOD_SCRIPT, MIRRORED_SCRIPT], ids=["horovod", "mirrored"])
-def test_help(script: Path) -> None:
-    code, out = _run([sys.executable, str(script), "--help"], timeout=60)
+@pytest.mark.parametrize("script", ["horovod", "mirrored"])
+def test_help(script: str, bad_flag_runs: dict) -> None:
+    """horovod_fmnist.py's --help is the last run of ``bad_flag_runs``' process (issue 31: was a process of its
+    own); mirrored_fmnist.py's runs in one."""
+    if script == "horovod":
+        code, out = bad_flag_runs["runs"][HELP_RUN]["code"], bad_flag_runs["runs"][HELP_RUN]["out"]
+    else:
+        code, out = _run([sys.executable, str(MIRRORED_SCRIPT), "--help"], timeout=60)
+    assert code == 0, out
     assert "--batch-size" in out and "(default: 128)" in out and "--json" in out
 
 
@@ -346,15 +407,17 @@ BAD_FLAGS = [
     (["--resume", "--checkpoint-dir", "{empty}"], "holds no complete checkpoint"),
     (["--resume", "--checkpoint-dir", "{missing}"], "does not exist"),
 ]
-# Every flag set of BAD_FLAGS (and --epochs 0), run as the script's __main__ one after the other in ONE fresh process
-# (issue 31: was one process each): exit code and output of each, and whether TensorFlow got imported by any of them.
+# Every flag set of BAD_FLAGS (and --epochs 0, then --help), run as the script's __main__ one after the other in ONE
+# fresh process (issue 31: was one process each): exit code and output of each, and whether TensorFlow got imported
+# by any of them.
+EPOCHS_0_RUN, HELP_RUN = len(BAD_FLAGS), len(BAD_FLAGS) + 1
 
 
 @pytest.fixture(scope="module")
 def bad_flag_runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
     empty = tmp_path_factory.mktemp("empty_ckpt")
     every = [[f.format(empty=empty, missing=empty / "nope") for f in flags] for flags, _ in BAD_FLAGS]
-    return run_flag_sets(HOROVOD_SCRIPT, every + [["--epochs", "0"]], with_stdout=True)
+    return run_flag_sets(HOROVOD_SCRIPT, every + [["--epochs", "0"], ["--help"]], with_stdout=True)
 
 
 @pytest.mark.parametrize(("flags", "message"), BAD_FLAGS)
@@ -367,18 +430,31 @@ def test_bad_flags_fail_fast(flags: list[str], message: str, bad_flag_runs: dict
 
 
 def test_bad_flags_do_not_import_tensorflow(bad_flag_runs: dict) -> None:
-    """Not for --epochs 0 (the last run), nor for any flag set of BAD_FLAGS."""
-    assert bad_flag_runs["runs"][-1]["code"] == 2, bad_flag_runs["runs"][-1]["out"]
+    """Not for --epochs 0, nor for any flag set of BAD_FLAGS (nor for --help)."""
+    assert bad_flag_runs["runs"][EPOCHS_0_RUN]["code"] == 2, bad_flag_runs["runs"][EPOCHS_0_RUN]["out"]
     assert bad_flag_runs["tensorflow"] is False
 
 
 # ------------------------------------------------------------------ MirroredStrategy
+@pytest.fixture(scope="module")
+def mirrored() -> dict:
+    """mirrored_fmnist.py's two runs, in turn in ONE process (tests/scripts/runs_in_turn.py; issue 31: was
+    two): ``two_devices``, 2 replicas for 2 epochs; ``ceiling``, --ceiling for 3 epochs."""
+    runs = [["--devices", "2", "--epochs", "2", "--train-subset", str(TRAIN), "--test-subset", str(TEST),
+             "--batch-size", str(BATCH // 2), "--json"],
+            ["--devices", "2", "--ceiling", "--epochs", "3", "--train-subset", str(TRAIN // 2), "--test-subset",
+             str(TEST), "--batch-size", str(BATCH), "--json"]]
+    _, out = _run([sys.executable, str(RUNS_IN_TURN), str(MIRRORED_SCRIPT), json.dumps(runs)])
+    split = _RunSplitter()
+    for line in out.splitlines():
+        split.add(line)
+    assert len(split.runs) == 2, out[-3000:]
+    return {"two_devices": split.runs[0], "ceiling": split.runs[1], "out": out}
+
+
 @pytest.mark.slow
-def test_mirrored_two_devices() -> None:
-    _, out = _run([sys.executable, str(MIRRORED_SCRIPT), "--devices", "2", "--epochs", "2",
-                   "--train-subset", str(TRAIN), "--test-subset", str(TEST), "--batch-size",
-                   str(BATCH // 2), "--json"])
-    events = _events(out)
+def test_mirrored_two_devices(mirrored: dict) -> None:
+    events = mirrored["two_devices"]
     (config,) = _of(events, "config")
     assert config["strategy"] == "mirrored" and config["workers"] == 2
     assert config["global_batch"] == BATCH and config["steps_per_epoch"] == TRAIN // BATCH
@@ -397,12 +473,9 @@ def test_mirrored_two_devices() -> None:
 
 
 @pytest.mark.slow
-def test_mirrored_ceiling_trains_both_in_turn() -> None:
+def test_mirrored_ceiling_trains_both_in_turn(mirrored: dict) -> None:
     """--ceiling (notebook 03): the replicas and one device, one epoch each in turn, the order alternating."""
-    _, out = _run([sys.executable, str(MIRRORED_SCRIPT), "--devices", "2", "--ceiling", "--epochs", "3",
-                   "--train-subset", str(TRAIN // 2), "--test-subset", str(TEST), "--batch-size",
-                   str(BATCH), "--json"])
-    events = _events(out)
+    events = mirrored["ceiling"]
     configs = {e["run"]: e for e in _of(events, "config")}
     assert configs["ceiling"]["workers"] == 1 and configs["mirrored"]["workers"] == 2
     assert configs["ceiling"]["per_worker_batch"] == configs["mirrored"]["per_worker_batch"] == BATCH
