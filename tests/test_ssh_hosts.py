@@ -43,8 +43,14 @@ pytestmark = [pytest.mark.cluster, pytest.mark.horovod]
 
 FIXED = ROOT / "source_code" / "horovod_fmnist.py"
 ELASTIC = ROOT / "source_code" / "horovod_fmnist_elastic.py"
-SMALL = ["--train-subset", "1024", "--test-subset", "256", "--batch-size", "64", "--threads-per-worker", "1",
+#: A digest identity needs a step or two, not an epoch of 1024 images: 256 images are 2 steps of 64 on each of the
+#: 2 ranks (issue 31: was 1024 images, 8 steps, as tests/test_local_slurm.py's sbatch jobs before it).
+SMALL = ["--train-subset", "256", "--test-subset", "128", "--batch-size", "64", "--threads-per-worker", "1",
          "--json"]
+#: The fixed-size job whose link goes down: the fault lands at its first epoch event and the rest of the run
+#: only has to outlast it. 9 epochs of 256 images leave the same 16 steps after the first epoch as the former
+#: 3 epochs of 1024, while the first epoch (before the fault, all the run's work) is 2 steps instead of 8.
+LINK_DOWN_EPOCHS = 9
 #: A fixed-size job must fail within this many seconds of the link going down (ssh's ServerAliveInterval
 #: 2 s x ServerAliveCountMax 2, plus the launcher's clean-up). Measured: see the commit message.
 FIXED_DETECT_S = 20
@@ -213,7 +219,8 @@ def test_link_down_ends_a_fixed_size_job_naming_the_lost_host(hosts):
             state["down"] = faults.link_down(hosts, "hostB")
 
     try:
-        summary = launch_on(hosts, {"kind": "gloo", "script": str(FIXED), "args": ["--epochs", "3", *SMALL],
+        summary = launch_on(hosts, {"kind": "gloo", "script": str(FIXED),
+                                    "args": ["--epochs", str(LINK_DOWN_EPOCHS), *SMALL],
                                     "hosts": hosts.host_list(), "timeout": 120}, on_line=on_line, timeout=150)
         ended = time.monotonic()
         assert "down" in state, summary["lines"][-30:]
