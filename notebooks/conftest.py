@@ -207,7 +207,9 @@ WITH_THE_NOTEBOOKS = ("tests/test_ssh_hosts.py",)
 #: Test files that run in one unit with another file because they share a costly session fixture, which each worker
 #: builds once: ``fmnist_tfds`` (tests/conftest.py) prepares Fashion-MNIST for tfds in a fresh folder, 30-50 s on a
 #: full machine, and was built on both workers when these two files landed on different ones.
-SAME_WORKER_AS = {"tests/test_tfds_cache.py": "tests/test_data.py"}
+#: The same for ``course_site`` (tests/conftest.py), the course website that tools/site.py builds (~14 CPU-s).
+SAME_WORKER_AS = {"tests/test_tfds_cache.py": "tests/test_data.py",
+                  "tests/browser/test_site_offline.py": "tests/test_site.py"}
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:

@@ -73,6 +73,20 @@ def fmnist_tfds(tfds_home):
 
 
 @pytest.fixture(scope="session")
+def course_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The course website built once per session by ``make site``'s command (tools/site.py --out) in a scratch
+    folder, read-only for its users: tests/test_site.py reads the HTML, tests/browser/test_site_offline.py serves
+    it to Chromium (one xdist worker runs both: SAME_WORKER_AS in notebooks/conftest.py; issue 31)."""
+    import subprocess
+
+    dest = tmp_path_factory.mktemp("site") / "site"
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "site.py"), "--out", str(dest)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return dest
+
+
+@pytest.fixture(scope="session")
 def small_fmnist(fmnist):
     """The first 2 000 training and 500 test examples of the real data."""
     from course_lib.training.data import FashionMNIST

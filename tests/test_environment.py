@@ -135,7 +135,7 @@ def _doctor(env_extra: dict[str, str]) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def doctor_here() -> subprocess.CompletedProcess[str]:
     """The real ``python -m course_lib doctor`` on this machine, run once for the module (it imports
-    TensorFlow twice, in its build and Keras probes): test_doctor_passes_here and
+    TensorFlow once, in the probe that answers for Horovod's build and Keras 2): test_doctor_passes_here and
     test_build_probe_agrees_with_horovodrun_check_build read its output."""
     return _doctor({})
 
@@ -152,16 +152,17 @@ def test_doctor_passes_here(doctor_here: subprocess.CompletedProcess[str]) -> No
 
 def _doctor_in_process(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
                        env_extra: dict[str, str]) -> tuple[int, str]:
-    """``python -m course_lib doctor``'s main() in this process, its two TensorFlow-importing probes
-    (Horovod's build, Keras 2) answered as on a ready machine: for the tests of one failing check. That
-    the real probes pass here is test_doctor_passes_here's (a subprocess, the whole command)."""
+    """``python -m course_lib doctor``'s main() in this process, its TensorFlow-importing probe (Horovod's
+    build and Keras 2, one interpreter) answered as on a ready machine: for the tests of one failing check.
+    That the real probe passes here is test_doctor_passes_here's (a subprocess, the whole command)."""
     from course_lib.__main__ import main
 
     for name, value in env_extra.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setattr(doctor, "horovod_build_info",
-                        lambda *args, **kwargs: {"TensorFlow": True, "MPI": True, "Gloo": True, "NCCL": False})
-    monkeypatch.setattr(doctor, "_check_keras2", lambda horovod_ok: [doctor.Check("Keras 2", "ok", "stub")])
+    ready = ('KERAS {"keras2": true, "detail": "stub", "horovod_backend": "tf_keras.src.backend", '
+             '"horovod_keras2": true}\n'
+             'HOROVOD_BUILD {"TensorFlow": true, "MPI": true, "Gloo": true, "NCCL": false}\n')
+    monkeypatch.setattr(doctor, "_probe_output", lambda *args, **kwargs: ready)
     capsys.readouterr()
     status = main(["doctor"])
     return status, capsys.readouterr().out

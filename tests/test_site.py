@@ -9,7 +9,6 @@ from __future__ import annotations
 import html
 import importlib.util
 import re
-import subprocess
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
@@ -31,12 +30,9 @@ REMOTE = re.compile(r"""(<script[^>]*\bsrc=|<link[^>]*\bhref=["']?(https?:)?//|<
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    dest = tmp_path_factory.mktemp("site") / "site"
-    done = subprocess.run([sys.executable, str(ROOT / "tools" / "site.py"), "--out", str(dest)],
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return dest
+def site(course_site: Path) -> Path:
+    """The site ``make site``'s command built (tests/conftest.py: one build for this file and the browser's)."""
+    return course_site
 
 
 @pytest.mark.slow  # > 2 s: left out of `make check`

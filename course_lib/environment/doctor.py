@@ -139,16 +139,26 @@ def horovod_build_info(python: str | None = None, timeout: float = 120.0) -> dic
         and ``NCCL``; when it does not, ``error`` holds the first line of the import error. Empty when
         the interpreter could not be run or printed no answer.
     """
+    return _answer(_probe_output(_BUILD_PROBE, python, timeout), "HOROVOD_BUILD ")
+
+
+def _probe_output(code: str, python: str | None = None, timeout: float = 120.0) -> str:
+    """The standard output of ``python -c code`` (default: the course's interpreter); empty if it did not run."""
     try:
-        proc = subprocess.run([python or _probe_python(), "-c", _BUILD_PROBE], capture_output=True,
-                              text=True, timeout=timeout)
+        return subprocess.run([python or _probe_python(), "-c", code], capture_output=True, text=True,
+                              timeout=timeout).stdout
     except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def _answer(stdout: str, prefix: str) -> dict:
+    """The JSON object a probe printed after ``prefix`` (its last such line); empty when there is none."""
+    answers = [line for line in stdout.splitlines() if line.startswith(prefix)]
+    try:
+        answer = json.loads(answers[-1].removeprefix(prefix)) if answers else {}
+    except ValueError:
         return {}
-    for line in proc.stdout.splitlines():
-        if line.startswith("HOROVOD_BUILD "):
-            answer = json.loads(line.removeprefix("HOROVOD_BUILD "))
-            return answer if isinstance(answer, dict) else {}
-    return {}
+    return answer if isinstance(answer, dict) else {}
 
 
 def _probe_python() -> str:
@@ -173,14 +183,15 @@ def _check_python() -> Check:
     return Check("Python", "ok", text)
 
 
-def _check_horovod(gpus: list[str]) -> list[Check]:
+def _check_horovod(gpus: list[str], probe: str | None = None) -> list[Check]:
+    """Horovod's version and build; ``probe``: the output of :data:`_TF_PROBE` (default: run the build probe)."""
     version_check = _check_version("Horovod", ("horovod",), "horovod")
     if version_check.status == "fail":
         return [version_check]
     if _horovodrun_path() is None:
         return [version_check, Check("Horovod build", "fail", "horovodrun (Horovod's launcher) not found",
                                      "rebuild it: COURSE_FORCE_SETUP=1 make setup")]
-    info = horovod_build_info()
+    info = horovod_build_info() if probe is None else _answer(probe, "HOROVOD_BUILD ")
     if not info:
         return [version_check, Check("Horovod build", "fail", "the check of Horovod's build did not run",
                                      "rebuild it: COURSE_FORCE_SETUP=1 make setup")]
@@ -228,6 +239,12 @@ print("KERAS " + json.dumps(info))
 """
 
 
+#: Both probes in one interpreter, run by :func:`run_checks`: TensorFlow is imported once, not twice (the
+#: doctor's CPU time about halves; issue 31). The Keras probe comes first: course_lib.training.keras2 must set
+#: TF_USE_LEGACY_KERAS before TensorFlow is imported, as it is in a learner's kernel.
+_TF_PROBE = _KERAS_PROBE + _BUILD_PROBE
+
+
 def horovod_patch_in_place() -> tuple[bool, str]:
     """Whether the installed Horovod carries the course's patch (its marker line), and the file read."""
     spec = importlib.util.find_spec("horovod")
@@ -240,8 +257,9 @@ def horovod_patch_in_place() -> tuple[bool, str]:
         return False, f"{path}: {error.strerror}"
 
 
-def _check_keras2(horovod_ok: bool) -> list[Check]:
-    """Keras 2 (tf_keras) is tf.keras, and Horovod's Keras callbacks are patched to use it."""
+def _check_keras2(horovod_ok: bool, probe: str | None = None) -> list[Check]:
+    """Keras 2 (tf_keras) is tf.keras, and Horovod's Keras callbacks are patched to use it; ``probe``: the
+    output of :data:`_TF_PROBE` (default: run the Keras probe)."""
     patch = Path("requirements") / "patches" / f"horovod-{_pin('horovod') or package_version('horovod')}.patch"
     rebuild = f"COURSE_FORCE_SETUP=1 make setup (rebuilds Horovod with {patch} applied)"
     checks = []
@@ -252,13 +270,7 @@ def _check_keras2(horovod_ok: bool) -> list[Check]:
                             f"{Path(where).relative_to(Path(where).parents[3]).as_posix()}") if patched else
                       Check("Horovod patch", "fail", f"{where} lacks the course's patch: its Keras callbacks "
                             "would use Keras 3 and fail (horovod#4290)", rebuild))
-    try:
-        proc = subprocess.run([_probe_python(), "-c", _KERAS_PROBE], capture_output=True, text=True,
-                              timeout=120)
-        answers = [ln for ln in proc.stdout.splitlines() if ln.startswith("KERAS ")]
-        info = json.loads(answers[-1].removeprefix("KERAS ")) if answers else {}
-    except (OSError, subprocess.TimeoutExpired, ValueError):
-        info = {}
+    info = _answer(_probe_output(_KERAS_PROBE) if probe is None else probe, "KERAS ")
     if not info.get("keras2"):
         why = info.get("detail") or info.get("error") or "the check did not run"
         checks.append(Check("Keras 2", "fail", f"tf.keras is not tf_keras ({why})",
@@ -321,9 +333,10 @@ def run_checks() -> DoctorReport:
     report.checks.append(_check_python())
     report.checks.append(_check_version("TensorFlow", ("tensorflow",), "tensorflow"))
     report.checks.append(_check_version("tf-keras", ("tf_keras", "tf-keras"), "tf_keras"))
-    horovod_checks = _check_horovod(gpus)
+    probe = _probe_output(_TF_PROBE)   # Horovod's build and Keras 2: one interpreter answers both
+    horovod_checks = _check_horovod(gpus, probe)
     report.checks.extend(horovod_checks)
-    report.checks.extend(_check_keras2(all(check.status != "fail" for check in horovod_checks)))
+    report.checks.extend(_check_keras2(all(check.status != "fail" for check in horovod_checks), probe))
     report.checks.extend(_check_devices(gpus))
     report.checks.append(_check_data())
     report.checks.append(_check_version("tensorflow-datasets", ("tensorflow-datasets",), "tensorflow-datasets"))

@@ -15,6 +15,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Iterator
 
+import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,10 +36,13 @@ class _QuietHandler(SimpleHTTPRequestHandler):
 
 
 @pytest.fixture(scope="module")
-def served_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list]]:
-    """(base URL, notebook pages) of the site built now and served on 127.0.0.1."""
-    dest = tmp_path_factory.mktemp("site") / "site"
-    pages = _load_site_tool().build(dest)
+def served_site(course_site: Path) -> Iterator[tuple[str, list]]:
+    """(base URL, notebook pages) of the site served on 127.0.0.1: the session's build (``course_site``,
+    tests/conftest.py, which tests/test_site.py reads too), its pages named as tools/site.py's build names them."""
+    dest = course_site
+    tool = _load_site_tool()
+    pages = [tool.Page(path, path.stem + ".html", *tool.describe(nbformat.read(path, as_version=4), path.stem))
+             for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
     server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(dest)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
