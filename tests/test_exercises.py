@@ -246,32 +246,64 @@ def test_03_notebook_shows_the_solution_runs_verdicts() -> None:
         "[03.broadcast] correct: the ranks ended with different weights")
 
 
-#: A wrong attempt's run needs two steps per rank, not learning (issue 31): check_horovod_run reads only the digests
-#: and rank 0's steps per epoch, which 256 images in per-worker batches of 64 show as well as TINY's 512 (2 steps
-#: expected, 4 shown when the steps are not divided). Two, not one: BroadcastGlobalVariablesCallback broadcasts
-#: rank 0's weights at the END of the first step, so without hvd.DistributedOptimizer the ranks part only at the
-#: second (one step left identical digests: measured).
-TWO_STEPS = ["--epochs", "1", "--train-subset", "256", "--test-subset", "64", "--batch-size", "64"]
-WRONG_ATTEMPTS = {
-    "no_distributed_optimizer": (SOLUTION_SCRIPT, {
-        "    optimizer = hvd.DistributedOptimizer(optimizer)": "    pass"}, "DIFFERENT weights"),
-    "epochs_not_divided": (SOLUTION_SCRIPT, {
-        "math.ceil(args.train_subset / (args.batch_size * hvd.size()))":
-            "math.ceil(args.train_subset / args.batch_size)"}, "steps"),
+#: Exercise 3's two typical mistakes, made in ONE attempt and judged from ONE launch (issue 31; formerly a launch
+#: each: test_coding_self_check_rejects_wrong_attempts[...]). check_horovod_run reads only the digests and rank 0's
+#: steps per epoch, and judges the two independently. 128 images in per-worker batches of 64: with the steps not
+#: divided rank 0 shows 2 steps where the solution runs 1, and 2 steps are what it takes for the ranks to part
+#: without hvd.DistributedOptimizer (BroadcastGlobalVariablesCallback broadcasts rank 0's weights at the END of the
+#: first step; one step left identical digests: measured).
+TWO_STEPS = ["--epochs", "1", "--train-subset", "128", "--test-subset", "64", "--batch-size", "64"]
+MISTAKES = {   # name: (the edit of the solution, what the check says about it)
+    "no_distributed_optimizer": ({"    optimizer = hvd.DistributedOptimizer(optimizer)": "    pass"},
+                                 "DIFFERENT weights"),
+    "epochs_not_divided": ({"math.ceil(args.train_subset / (args.batch_size * hvd.size()))":
+                            "math.ceil(args.train_subset / args.batch_size)"}, "each epoch ran 2 steps"),
 }
 
 
+@pytest.fixture(scope="module")
+def wrong_attempt_run(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The solution with both MISTAKES made, run under horovodrun -np 2 with TWO_STEPS: one launch for the tests below."""
+    edits = {old: new for edit, _says in MISTAKES.values() for old, new in edit.items()}
+    return _run(_attempt(tmp_path_factory.mktemp("attempt"), "both_mistakes", SOLUTION_SCRIPT, edits), TWO_STEPS)
+
+
 @pytest.mark.horovod
-@pytest.mark.parametrize("name", sorted(WRONG_ATTEMPTS))
-def test_coding_self_check_rejects_wrong_attempts(name: str, tmp_path: Path,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_coding_self_check_rejects_a_real_run_with_both_mistakes(wrong_attempt_run: Any,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Each mistake shows in a real run, and the check names both."""
     from course_lib.lessons.exercises import check_horovod_run
 
-    source, edits, says = WRONG_ATTEMPTS[name]
-    result = _run(_attempt(tmp_path, name, source, edits), TWO_STEPS)
-    assert result.returncode == 0, "\n".join(result.log[-20:])   # rejected for its mistake, not for a crash
+    result = wrong_attempt_run
+    assert result.returncode == 0, "\n".join(result.log[-20:])   # rejected for its mistakes, not for a crash
+    assert sorted(result.digests) == [0, 1] and result.digests[0] != result.digests[1], result.digests
     assert check_horovod_run(result, workers=2) is False
-    assert says in capsys.readouterr().out
+    out = capsys.readouterr().out
+    for name, (_edit, says) in MISTAKES.items():
+        assert says in out, f"{name}: {out}"
+
+
+@pytest.mark.horovod
+@pytest.mark.parametrize("name", sorted(MISTAKES))
+def test_coding_self_check_rejects_each_mistake_alone(name: str, wrong_attempt_run: Any,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """Each mistake alone is rejected, for its own reason: the real run above with the OTHER mistake's symptom
+    taken out (the digests made identical, as hvd.DistributedOptimizer leaves them; or the command asking for the
+    images whose divided steps are the 2 shown)."""
+    import dataclasses
+
+    from course_lib.lessons.exercises import check_horovod_run
+
+    run = wrong_attempt_run
+    if name == "no_distributed_optimizer":
+        at = run.command.index("--train-subset") + 1
+        alone = dataclasses.replace(run, command=[*run.command[:at], "256", *run.command[at + 1:]])
+    else:
+        alone = dataclasses.replace(run, digests=dict.fromkeys(run.digests, run.digests[0]))
+    assert check_horovod_run(alone, workers=2) is False
+    out = capsys.readouterr().out
+    ((other, (_edit, other_says)),) = [(key, value) for key, value in MISTAKES.items() if key != name]
+    assert MISTAKES[name][1] in out and other_says not in out, out
 
 
 @pytest.fixture(scope="module")
