@@ -287,8 +287,9 @@ def test_control_without_distributed_optimizer_diverges(launch: dict) -> None:
 
 
 # The control without the broadcast (--no-broadcast --seed-per-rank: the ranks must end apart, or identical digests
-# would prove nothing) is tests/test_exercises.py::test_broadcast_experiment_on_a_real_run: the same launch as
-# notebook 03's experiment, checked once (issue 31).
+# would prove nothing) is notebook 03's experiment (exercise 4), which prints the run's config record and whether the
+# ranks' weights differ, compared by nbval; tests/test_exercises.py::test_03_notebook_shows_the_solution_runs_verdicts
+# checks those committed lines (issue 31).
 
 
 @needs_horovod
