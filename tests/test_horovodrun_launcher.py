@@ -162,3 +162,37 @@ def test_it_takes_horovodruns_arguments():
     ours = _launch(Path("/nonexistent"), "--version")
     theirs = subprocess.run([launch.find_horovodrun(), "--version"], capture_output=True, text=True, timeout=60)
     assert ours.returncode == theirs.returncode == 0 and ours.stdout == theirs.stdout != ""
+
+
+def test_answers_learned_elsewhere_are_kept_for_the_install(tmp_path):
+    root = fake_horovod(tmp_path)
+    path = tmp_path / hr.FILE_NAME
+    assert hr.remember_answers({"mpi_built": True, "gloo_built": True}, root, path) is True
+    module = stand_in({n: False for n in hr.CHECKS})
+    hr.keep_answers(module, hr.extension_key(root), path)
+    assert module.gloo_built() is True and module.mpi_built() is True and module.asked == []  # nothing asked
+    assert hr.remember_answers({"gloo_built": True}, tmp_path / "nothing", path) is False     # no extension
+    with pytest.raises(ValueError, match="True/False"):
+        hr.remember_answers({"gloo_built": 1}, root, path)
+    with pytest.raises(ValueError, match="mpi_built"):
+        hr.remember_answers({"gloo": True}, root, path)
+
+
+def test_setups_check_of_a_new_horovod_keeps_its_answers(tmp_path, monkeypatch):
+    """tools/setup.sh's HVD_PROBE (run here in-process, the doctor's probe stubbed) keeps what it learned."""
+    import re
+
+    from course_lib.environment import doctor
+
+    text = (ROOT / "tools" / "setup.sh").read_text()
+    probe = re.search(r"^HVD_PROBE='(.*?)'$", text, re.S | re.M).group(1)
+    monkeypatch.setenv("COURSE_BUILD_CACHE", str(tmp_path))
+    monkeypatch.setattr(doctor, "horovod_build_info",
+                        lambda: {"TensorFlow": True, "MPI": False, "Gloo": True, "NCCL": False})
+    with pytest.raises(SystemExit) as ended:
+        exec(compile(probe, "HVD_PROBE", "exec"), {})
+    assert ended.value.code == 0
+    import horovod
+
+    kept = json.loads((tmp_path / hr.FILE_NAME).read_text())
+    assert kept == {hr.extension_key(Path(horovod.__file__).parent): {"mpi_built": False, "gloo_built": True}}

@@ -166,6 +166,9 @@ fi
 # one import of TensorFlow instead of the six of `horovodrun --check-build`).
 HVD_PROBE='import sys; from course_lib.environment.doctor import horovod_build_info
 info = horovod_build_info()
+if info.get("TensorFlow") is True and info.get("Gloo"):  # kept for horovodrun: no question at a first launch
+    from course_lib.runner.horovodrun import remember_answers
+    remember_answers({"mpi_built": bool(info.get("MPI")), "gloo_built": True})
 sys.exit(0 if info.get("TensorFlow") is True and info.get("Gloo") else f"build: {info}")'
 hvd_has_tf() {
     [ -x "$VENV/bin/horovodrun" ] || { HVD_WHY="no horovodrun in $VENV/bin"; return 1; }

@@ -12,7 +12,8 @@ Horovod is reinstalled. The course launches ``horovodrun`` a few dozen times in 
 kept per installed extension: the key is this interpreter and the path, size, modification time and inode
 of every Horovod extension library that exists (``horovod/{tensorflow,torch,mxnet}/mpi_lib*.so``), so a
 reinstalled Horovod is asked again. A question not kept yet is asked of Horovod the usual way and its
-answer kept. ``--verbose`` questions (``horovodrun --check-build --verbose``) always go to Horovod. An
+answer kept; set-up keeps the answers its own check of a new Horovod learned (:func:`remember_answers`).
+``--verbose`` questions (``horovodrun --check-build --verbose``) always go to Horovod. An
 unreadable or unwritable file only costs the check's time.
 
 The file is ``horovod-build-check.json`` in the course's cache folder (``$COURSE_BUILD_CACHE``, else
@@ -41,7 +42,7 @@ from typing import Any, Callable, Mapping
 from course_lib.runner.gloo_rendezvous import fix_scope_clearing
 from course_lib.training.files import atomic_write_text, cache_dir
 
-__all__ = ["CHECKS", "FILE_NAME", "cache_file", "extension_key", "keep_answers", "main"]
+__all__ = ["CHECKS", "FILE_NAME", "cache_file", "extension_key", "keep_answers", "remember_answers", "main"]
 
 #: The build questions horovodrun asks (names in ``horovod.runner.launch``).
 CHECKS = ("mpi_built", "gloo_built", "nccl_built", "ddl_built", "ccl_built")
@@ -88,6 +89,48 @@ def _write(path: Path, data: dict[str, Any]) -> None:
         pass
 
 
+def _store(path: Path, key: str, answers: Mapping[str, bool | None]) -> None:
+    """Add ``answers`` to ``key``'s entry in ``path`` (the newest installs kept, the oldest dropped)."""
+    data = _read(path)
+    entry = data.pop(key, None)
+    entry = {**(entry if isinstance(entry, dict) else {}), **answers}
+    kept_keys = list(data)[-(_KEEP - 1):]  # the newest installs (several venvs share the file)
+    _write(path, {**{k: data[k] for k in kept_keys}, key: entry})
+
+
+def remember_answers(answers: Mapping[str, bool], horovod_dir: Path | None = None,
+                     path: Path | None = None) -> bool:
+    """Keep build answers learned elsewhere for the installed Horovod, so launches need not ask them.
+
+    Set-up's check of a new Horovod (tools/setup.sh) imports its TensorFlow extension anyway and learns
+    ``mpi_built`` and ``gloo_built`` there: kept, a fresh clone's first launches skip the questions (one
+    TensorFlow import each).
+
+    Args:
+        answers: Build questions of :data:`CHECKS` and their answers (``True``/``False``).
+        horovod_dir: The installed ``horovod`` package folder (default: the one this interpreter imports).
+        path: The file (default :func:`cache_file`).
+
+    Returns:
+        ``False`` when no Horovod extension is installed (nothing kept).
+
+    Raises:
+        ValueError: A name that is not a build question, or an answer that is not a bool.
+    """
+    wrong = {k: v for k, v in answers.items() if k not in CHECKS or not isinstance(v, bool)}
+    if wrong:
+        raise ValueError(f"expected answers to {CHECKS} as True/False, got {wrong}")
+    if horovod_dir is None:
+        import horovod
+
+        horovod_dir = Path(horovod.__file__).parent
+    key = extension_key(horovod_dir)
+    if key is None:
+        return False
+    _store(path or cache_file(), key, dict(answers))
+    return True
+
+
 def keep_answers(module: Any, key: str, path: Path) -> None:
     """Replace ``module``'s build questions by ones that answer from ``path`` under ``key``.
 
@@ -105,11 +148,7 @@ def keep_answers(module: Any, key: str, path: Path) -> None:
                 return answers[name]
             result = ask(verbose=False)
             if isinstance(result, (bool, type(None))):
-                data = _read(path)
-                entry = data.pop(key, None)
-                entry = {**(entry if isinstance(entry, dict) else {}), name: result}
-                kept_keys = list(data)[-(_KEEP - 1):]  # the newest installs (several venvs share the file)
-                _write(path, {**{k: data[k] for k in kept_keys}, key: entry})
+                _store(path, key, {name: result})
             return result
         answer.__name__ = name
         answer.__doc__ = f"horovod's {name}, answered from {path} when kept"
