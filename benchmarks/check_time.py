@@ -177,9 +177,10 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or ROOT / "benchmarks" / "results" / f"{date.today()}-vm-check-time.jsonl"
     worst = 0
     for index in range(args.runs):
-        log = ROOT / "build" / "check-time" / f"{out.stem}-{args.kind}-{index + 1}.log"   # not committed
-        log.parent.mkdir(parents=True, exist_ok=True)
         tested = commit()   # before the run: HEAD may move while it runs (the clone is of this commit)
+        stamp = time.strftime("%H%M%S")  # a later series never overwrites an earlier run's log (not committed)
+        log = ROOT / "build" / "check-time" / f"{out.stem}-{args.kind}-{tested}-{stamp}-{index + 1}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
         record = (fresh_run if args.kind == "fresh" else busy_run)(log)
         record = {"kind": args.kind, "commit": tested, "date": str(date.today()), "run": index + 1,
                   "machine": {k: machine[k] for k in ("cores", "cpu_model", "python")}, **record}
