@@ -24,7 +24,6 @@ prints the table of a results file.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
 import re
@@ -39,27 +38,18 @@ from pathlib import Path
 
 from benchmarks.machine import describe_machine, load_average, speed_probe
 from benchmarks import suite_profile
-from course_lib.runner.watchdog import alive, become_subreaper, escalate, scan_descendants
+from course_lib.runner.watchdog import alive, become_subreaper, escalate, is_subreaper, reap_adopted, scan_descendants
 
 ROOT = Path(__file__).resolve().parents[1]
 SETUP_DONE = re.compile(r"\[setup\] done in (\d+) s")
 TEARDOWN_GRACE_S = (30.0, 5.0)  # after SIGINT (pytest's fixtures tear down), after SIGTERM
 
 
-def adopts_orphans() -> bool:
-    """Whether this process is a child subreaper (``main`` makes the driver one; a pytest worker is not)."""
-    flag = ctypes.c_int(0)
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl(37, ctypes.byref(flag), 0, 0, 0) == 0 and flag.value == 1
-    except (OSError, AttributeError):  # PR_GET_CHILD_SUBREAPER: Linux only
-        return False
-
-
 def end_tree(proc: subprocess.Popen, grace_s: tuple[float, float] = TEARDOWN_GRACE_S) -> int:
     """End ``proc``'s session and its descendants, and, in the driver (a subreaper, whose every child is the
     run's), the orphans it adopted; return how many were alive."""
     tracked: dict = {}
-    root = os.getpid() if adopts_orphans() else proc.pid
+    root = os.getpid() if is_subreaper() else proc.pid
 
     def targets() -> list:
         scan_descendants(root, tracked)
@@ -74,11 +64,7 @@ def end_tree(proc: subprocess.Popen, grace_s: tuple[float, float] = TEARDOWN_GRA
     def reap() -> None:
         proc.poll()
         if root != proc.pid:  # adopted orphans are our children now: do not leave them as zombies
-            try:
-                while os.waitpid(-1, os.WNOHANG)[0] > 0:
-                    pass
-            except ChildProcessError:
-                pass
+            reap_adopted(proc.pid)
 
     found = len(targets())
     escalate(targets, signal_group, reap, grace_s)

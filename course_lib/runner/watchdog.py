@@ -41,7 +41,8 @@ import sys
 import time
 from typing import Callable, Iterable, Sequence
 
-__all__ = ["watchdog_command", "scan_descendants", "alive", "escalate", "become_subreaper", "main"]
+__all__ = ["watchdog_command", "scan_descendants", "alive", "escalate", "become_subreaper", "is_subreaper",
+           "reap_adopted", "main"]
 
 _SCAN_S = 0.25
 _LEFTOVER_GRACE_S = 2.0
@@ -142,7 +143,18 @@ def become_subreaper() -> bool:
         return False
 
 
-def _reap_adopted(command_pid: int) -> None:
+def is_subreaper() -> bool:
+    """Whether this process is a child subreaper (:func:`become_subreaper`); ``False`` off Linux."""
+    if not sys.platform.startswith("linux"):
+        return False
+    flag = ctypes.c_int(0)
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(37, ctypes.byref(flag), 0, 0, 0) == 0 and flag.value == 1
+    except (OSError, AttributeError):  # 37: PR_GET_CHILD_SUBREAPER
+        return False
+
+
+def reap_adopted(command_pid: int) -> None:
     """Reap the adopted orphans that died (our zombies now); never the command, whose status we mirror."""
     import psutil
 
@@ -168,7 +180,7 @@ def _end_all(child: subprocess.Popen, tracked: dict, grace_s: Sequence[float]) -
 
     def reap() -> None:
         child.poll()
-        _reap_adopted(child.pid)
+        reap_adopted(child.pid)
 
     def signal_group(sig: int) -> None:
         if sig != signal.SIGKILL:  # the group holds this process too: it ignores or handles these
@@ -245,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
             break
         _end_all(child, tracked, grace)
     code = child.wait()
-    _reap_adopted(child.pid)
+    reap_adopted(child.pid)
     for fd in args.hold_fd:  # releases slot locks (after the run's processes are gone)
         try:
             os.close(fd)
