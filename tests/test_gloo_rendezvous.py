@@ -12,12 +12,11 @@ from __future__ import annotations
 import http.client
 
 import pytest
+from horovod.runner.common.util import hosts  # Horovod is part of the course's stack: no skip
+from horovod.runner.http import http_server
 
 from course_lib.runner import horovodrun
 from course_lib.runner.gloo_rendezvous import fix_scope_clearing
-
-http_server = pytest.importorskip("horovod.runner.http.http_server", reason="Horovod is part of the course's stack")
-hosts = pytest.importorskip("horovod.runner.common.util.hosts")
 
 LOCAL = "local_localhost"
 
