@@ -11,6 +11,11 @@ so kernels, ``horovodrun`` ranks and the test's own subprocesses are counted; so
 why the machine should be otherwise idle). Several pytest-xdist workers may append to the same file. The
 summary divides busy CPU-seconds by wall seconds: a file that averages 0.6 busy cores of 2 leaves the
 rest idle, and is worth running beside another.
+
+Where the machine has cgroup v1's cpuacct controller and the worker may write it (root), each worker also moves
+into a cpuacct cgroup of its own at its first test, and each line gets ``own_cpu_s``: the CPU-seconds of that
+worker and every process it started (ranks, kernels, browsers, orphans included) during the test. That is the
+test's own cost on a machine where two workers share the cores; ``busy_cpu_s`` counts both.
 """
 
 from __future__ import annotations
@@ -54,25 +59,62 @@ def busy_cpu_seconds() -> float:
     return (sum(ticks) - idle) / os.sysconf("SC_CLK_TCK")
 
 
+CPUACCT = Path("/sys/fs/cgroup/cpuacct")
+_OWN: dict[str, Path] = {}
+
+
+def _own_group() -> Path | None:
+    """This worker's cpuacct cgroup, made (and joined) at the first call; None where there is none to make."""
+    if "group" not in _OWN:
+        group = CPUACCT / f"course-profile-{os.getpid()}"
+        try:
+            group.mkdir(exist_ok=True)
+            (group / "cgroup.procs").write_text(str(os.getpid()))
+        except OSError:
+            return None
+        _OWN["group"] = group
+    return _OWN["group"]
+
+
+def own_cpu_seconds() -> float | None:
+    """CPU-seconds of this worker's cpuacct cgroup since it was made (None without one)."""
+    group = _own_group()
+    return None if group is None else int((group / "cpuacct.usage").read_text()) / 1e9
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Leave the worker's cpuacct cgroup and remove it (kept while a process of it still runs)."""
+    group = _OWN.pop("group", None)
+    if group is not None:
+        try:
+            (CPUACCT / "cgroup.procs").write_text(str(os.getpid()))
+            group.rmdir()
+        except OSError:
+            pass
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     out = os.environ.get(ENV)
     if not out:
         return (yield)
-    start, busy = time.time(), busy_cpu_seconds()
+    start, busy, own = time.time(), busy_cpu_seconds(), own_cpu_seconds()
     try:
         return (yield)
     finally:
+        own_after = own_cpu_seconds()
         line = {"test": item.nodeid, "start": start, "stop": time.time(),
                 "busy_cpu_s": busy_cpu_seconds() - busy,
+                "own_cpu_s": None if own is None or own_after is None else round(own_after - own, 2),
                 "worker": getattr(item.config, "workerinput", {}).get("workerid", "")}
         with open(out, "a") as stream:
             stream.write(json.dumps(line) + "\n")
 
 
 def summarise(path: Path, top: int = 40) -> str:
-    """One row per test file (a notebook counts as one file): tests, wall s, busy CPU-s, busy cores."""
-    rows: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
+    """One row per test file (a notebook counts as one file): tests, wall s, busy CPU-s, busy cores, and the
+    file's own CPU-s where the profile has them (``-`` where not)."""
+    rows: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0.0])
     first, last = float("inf"), 0.0
     for raw in path.read_text().splitlines():
         rec = json.loads(raw)
@@ -80,15 +122,17 @@ def summarise(path: Path, top: int = 40) -> str:
         row[0] += 1
         row[1] += rec["stop"] - rec["start"]
         row[2] += rec["busy_cpu_s"]
+        row[3] += rec.get("own_cpu_s") or 0.0
         first, last = min(first, rec["start"]), max(last, rec["stop"])
-    lines = [f"{'file':58} {'tests':>5} {'wall s':>8} {'CPU s':>8} {'cores':>5}"]
-    total = [0, 0.0, 0.0]
-    for name, (count, wall, busy) in sorted(rows.items(), key=lambda kv: -kv[1][1]):
-        total = [total[0] + count, total[1] + wall, total[2] + busy]
+    lines = [f"{'file':58} {'tests':>5} {'wall s':>8} {'CPU s':>8} {'cores':>5} {'own CPU s':>9}"]
+    total = [0, 0.0, 0.0, 0.0]
+    for name, (count, wall, busy, own) in sorted(rows.items(), key=lambda kv: -kv[1][1]):
+        total = [total[0] + count, total[1] + wall, total[2] + busy, total[3] + own]
         if len(lines) <= top:
-            lines.append(f"{name[-58:]:58} {count:5d} {wall:8.1f} {busy:8.1f} {busy / max(wall, 1e-9):5.2f}")
+            lines.append(f"{name[-58:]:58} {count:5d} {wall:8.1f} {busy:8.1f} {busy / max(wall, 1e-9):5.2f} "
+                         f"{own:9.1f}")
     lines.append(f"{'all (sum of test times)':58} {total[0]:5d} {total[1]:8.1f} {total[2]:8.1f} "
-                 f"{total[2] / max(total[1], 1e-9):5.2f}")
+                 f"{total[2] / max(total[1], 1e-9):5.2f} {total[3]:9.1f}")
     lines.append(f"first test start to last test stop: {last - first:.1f} s")
     return "\n".join(lines)
 

@@ -155,3 +155,19 @@ def test_sigint_to_the_driver_alone_ends_every_process_of_the_run(tmp_path: Path
         for proc in _marked(mark):
             proc.kill()
         driver.kill()
+
+
+def test_own_cpu_counts_the_worker_and_its_children() -> None:
+    """The profile's ``own_cpu_s`` comes from a cpuacct cgroup that the process's children join too."""
+    import subprocess
+    import sys
+
+    before = suite_profile.own_cpu_seconds()
+    if before is None:
+        assert not os.access(suite_profile.CPUACCT, os.W_OK) or not suite_profile.CPUACCT.is_dir()
+        return
+    subprocess.run([sys.executable, "-c", "import time\nend = time.process_time() + 0.5\n"
+                    "while time.process_time() < end: pass"], check=True)
+    assert suite_profile.own_cpu_seconds() - before >= 0.45
+    suite_profile.pytest_sessionfinish(None, 0)  # type: ignore[arg-type]
+    assert "group" not in suite_profile._OWN
