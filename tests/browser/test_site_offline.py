@@ -77,36 +77,40 @@ def page(browser, served_site: tuple[str, list]) -> Iterator[tuple[object, dict[
     tab.close()
 
 
-def test_every_notebook_page_loads_offline_with_its_figures(page, served_site) -> None:
+def _check_page(tab, item) -> None:
+    """The notebook page ``tab`` shows: its figures all loaded and visible, its title the notebook's."""
+    tab.wait_for_load_state("networkidle")
+    images = tab.eval_on_selector_all(
+        "main img", "els => els.map(e => ({w: e.naturalWidth, done: e.complete}))")
+    broken = [i for i, image in enumerate(images) if not image["done"] or image["w"] <= 0]
+    assert images, f"{item.html_name}: no figure on the page (every course notebook has one)"
+    assert not broken, f"{item.html_name}: images {broken} of {len(images)} are not visible"
+    assert tab.locator("main h1").first.inner_text().strip() == item.title
+
+
+def test_every_notebook_page_loads_offline_with_its_figures_along_the_links(page, served_site) -> None:
+    """One walk (issue 31: each page is loaded once, was three times in two tests): from the index through every
+    notebook by its ``next`` link, each page checked for its figures and title, its ``prev`` link pointing at the
+    page before (clicked once, from the last page), then back to the index and on to a script page."""
     tab, problems = page
     base, pages = served_site
     assert len(pages) >= 7
-    for item in pages:
-        response = tab.goto(base + item.html_name, wait_until="load")
-        assert response is not None and response.ok, item.html_name
-        tab.wait_for_load_state("networkidle")
-        images = tab.eval_on_selector_all(
-            "main img", "els => els.map(e => ({w: e.naturalWidth, done: e.complete}))")
-        broken = [i for i, image in enumerate(images) if not image["done"] or image["w"] <= 0]
-        assert images, f"{item.html_name}: no figure on the page (every course notebook has one)"
-        assert not broken, f"{item.html_name}: images {broken} of {len(images)} are not visible"
-        assert tab.locator("main h1").first.inner_text().strip() == item.title
-    assert problems == {"blocked": [], "failed": [], "http_errors": []}, problems
-
-
-def test_navigation_from_index_through_every_notebook_and_back(page, served_site) -> None:
-    tab, problems = page
-    base, pages = served_site
-    tab.goto(base + "index.html", wait_until="load")
+    response = tab.goto(base + "index.html", wait_until="load")
+    assert response is not None and response.ok, "index.html"
     tab.get_by_role("link", name=pages[0].title, exact=True).click()
-    tab.wait_for_url(base + pages[0].html_name)
-    for item in pages[1:]:
-        tab.locator("nav.top a[rel=next]").click()
+    for number, item in enumerate(pages):
+        if number:
+            tab.locator("nav.top a[rel=next]").click()
         tab.wait_for_url(base + item.html_name)
+        _check_page(tab, item)
+        prev = tab.locator("nav.bottom a[rel=prev]")
+        if number:
+            assert prev.get_attribute("href") == pages[number - 1].html_name, item.html_name
+        else:
+            assert prev.count() == 0, "the first notebook has no previous link"
     assert tab.locator("nav.top a[rel=next]").count() == 0, "the last notebook has no next link"
-    for item in reversed(pages[:-1]):
-        tab.locator("nav.bottom a[rel=prev]").click()
-        tab.wait_for_url(base + item.html_name)
+    tab.locator("nav.bottom a[rel=prev]").click()
+    tab.wait_for_url(base + pages[-2].html_name)
     tab.locator("nav.top a", has_text="Index").click()
     tab.wait_for_url(base + "index.html")
     first_script = tab.locator("a[href^='scripts/'][href$='.html']").first

@@ -1,4 +1,4 @@
-"""What the launcher and the control panel pass to a launch script, shared by tiny_hvd.py and json_hvd.py.
+"""What the launcher and the control panel pass to a launch script (json_hvd.py's flags).
 
 The flags of source_code/horovod_fmnist.py that they use (--batch-size, --epochs, --train-subset, --json),
 --marker (ignored; lets a test find a run's processes), and the JSON lines of docs/architecture.md. No
