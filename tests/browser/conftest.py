@@ -1,9 +1,12 @@
 """Fixtures of the browser tests: the course's JupyterLab and headless Chromium driven by Playwright.
 
 - ``lab``: the lab ``make lab`` starts (``course_lib.environment.lab.lab_command``), on a free loopback port,
-  serving a scratch copy of ``notebooks/`` (``$COURSE_BROWSER_NOTEBOOKS`` overrides the source
-  folder, for developing these tests against other notebooks). Stopped at the end of the module;
-  anything it left running is killed and reported as an error.
+  serving a scratch copy of the LEARNER EDITION's notebooks (``make student`` = tools/student.py, built into a
+  scratch folder), whose ``course_lib`` the kernels import (``$PYTHONPATH``): what a learner given that tree
+  runs, and the proof that the tree stands on its own (issue 31: this replaced a strict nbval run of the
+  learner 00_setup in tests/test_student.py). ``$COURSE_BROWSER_NOTEBOOKS`` overrides the source folder
+  (served with this checkout's ``course_lib``), for developing these tests against other notebooks. Stopped
+  at the end of the module; anything it left running is killed and reported as an error.
 - ``browser``: Debian's Chromium (``/usr/bin/chromium``, or ``$COURSE_CHROMIUM``) with a fresh
   profile. Playwright only drives it: never run ``playwright install``. When no Chromium is found or
   it cannot be launched the tests FAIL with the remedy (no silent skips, issue 20); deselect them
@@ -16,6 +19,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -23,7 +28,7 @@ import pytest
 
 import labdriver
 
-NOTEBOOKS = Path(os.environ.get("COURSE_BROWSER_NOTEBOOKS", labdriver.ROOT / "notebooks"))
+NOTEBOOKS_OVERRIDE = os.environ.get("COURSE_BROWSER_NOTEBOOKS")
 VIEWPORT = {"width": 1400, "height": 1000}
 
 
@@ -56,6 +61,14 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         playwright.stop()
 
 
+def learner_edition(dest: Path) -> Path:
+    """``dest`` made into the learner edition by ``make student``'s command (tools/student.py --out)."""
+    done = subprocess.run([sys.executable, str(labdriver.ROOT / "tools" / "student.py"), "--out", str(dest)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"tools/student.py --out {dest} failed:\n{done.stderr[-3000:]}"
+    return dest
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[labdriver.LabServer]:
     """The course's JupyterLab on a scratch copy of the notebooks; stopped (and checked) at the end.
@@ -64,7 +77,11 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[labdriver.LabServe
     """
     for old in labdriver.ARTIFACTS.glob("*.png"):
         old.unlink()
-    server = labdriver.LabServer(tmp_path_factory.mktemp("lab"), NOTEBOOKS)
+    if NOTEBOOKS_OVERRIDE:
+        server = labdriver.LabServer(tmp_path_factory.mktemp("lab"), Path(NOTEBOOKS_OVERRIDE))
+    else:
+        edition = learner_edition(tmp_path_factory.mktemp("student") / "course")
+        server = labdriver.LabServer(tmp_path_factory.mktemp("lab"), edition / "notebooks", course_root=edition)
     try:
         yield server
     finally:
@@ -83,7 +100,7 @@ def open_notebook(request: pytest.FixtureRequest, browser, lab: labdriver.LabSer
     request.node.notebook_pages = pages
 
     def _open(name: str) -> labdriver.NotebookPage:
-        path = NOTEBOOKS / name
+        path = lab.source / name
         if not path.is_file():
             pytest.fail(f"{path} does not exist: the browser test runs the course notebook {name}",
                         pytrace=False)

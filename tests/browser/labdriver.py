@@ -103,20 +103,25 @@ class LabServer:
 
     Args:
         workdir: Empty folder for the copy (``workdir/notebooks``) and the Jupyter folders.
-        source: Folder whose notebooks are copied (the course's ``notebooks/``).
+        source: Folder whose notebooks are copied (the course's ``notebooks/``, or a learner edition's).
         startup_timeout: Seconds to wait for ``/api/status`` to answer.
+        course_root: The course tree the notebooks belong to: its :data:`LINKED` folders are linked beside the
+            copy, and where it is not this checkout (a learner edition, ``make student``) it goes first on the
+            lab's ``$PYTHONPATH``, so the kernels and the runs they launch import its ``course_lib``.
     """
 
-    def __init__(self, workdir: Path, source: Path, startup_timeout: float = 120.0) -> None:
+    def __init__(self, workdir: Path, source: Path, startup_timeout: float = 120.0,
+                 course_root: Path = ROOT) -> None:
         from course_lib.environment.lab import lab_command
 
         self.workdir = workdir
+        self.source = source
         self.notebook_dir = workdir / "notebooks"
         shutil.copytree(source, self.notebook_dir,
                         ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
         for name in LINKED:
-            if (ROOT / name).exists():
-                (workdir / name).symlink_to(ROOT / name)
+            if (course_root / name).exists():
+                (workdir / name).symlink_to(course_root / name)
         self.port = free_port()
         self.token = secrets.token_hex(16)
         self.mark = secrets.token_hex(8)
@@ -127,6 +132,9 @@ class LabServer:
                "JUPYTER_DATA_DIR": str(workdir / "jupyter-data"),  # python3 kernel: sys.prefix
                "IPYTHONDIR": str(workdir / "ipython"), MARKER_VAR: self.mark}
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # as `make lab` exports it
+        if course_root != ROOT:
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(course_root), env.get("PYTHONPATH", "")]))
+        self.env = env
         for name in ("JUPYTER_PATH", "JUPYTERLAB_SETTINGS_DIR", "JUPYTERLAB_WORKSPACES_DIR"):
             env.pop(name, None)
         self.command = lab_command(port=self.port, token=self.token, notebook_dir=self.notebook_dir)

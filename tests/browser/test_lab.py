@@ -1,7 +1,11 @@
 """The course as learners meet it: JupyterLab (``make lab``) in a real browser, headless Chromium.
 
-1. ``00_setup``: Run ▸ Run All Cells; every code cell ran, no traceback, the doctor says ready; the lab's file
-   browser (the page's left panel) lists the notebooks.
+The lab serves the learner edition (``make student``; the ``lab`` fixture of conftest.py), importing its
+``course_lib``: the tree a learner is given, run as they run it.
+
+1. ``00_setup``: Run ▸ Run All Cells; every code cell ran, no traceback, the doctor says ready (so the learner
+   tree's own ``course_lib`` finds what it checks inside that tree); the lab's file browser (the page's left
+   panel) lists the notebooks.
 2. ``03_horovod``: only the Setup cells and the control-panel cell run; the panel is used with
    the mouse and keyboard: a 2-worker run (live log, progress bar advancing), a 1-worker baseline
    so the results table can show speed-up, then a run stopped with the Stop button, after which
@@ -16,6 +20,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -30,7 +36,11 @@ RUN_TIMEOUT_MS = 300_000  # one tiny Horovod run; generous for a loaded 2-core C
 
 
 # -- 00_setup ---------------------------------------------------------------------------------------
-def test_setup_notebook_runs_all_cells_in_the_lab(open_notebook) -> None:
+def test_setup_notebook_runs_all_cells_in_the_lab(open_notebook, lab) -> None:
+    if lab.source.parent != labdriver.ROOT:  # the learner edition: its kernels import its course_lib
+        where = subprocess.run([sys.executable, "-c", "import course_lib; print(course_lib.__file__)"],
+                               env=lab.env, cwd=lab.notebook_dir, capture_output=True, text=True, timeout=60)
+        assert where.stdout.strip().startswith(str(lab.source.parent)), where.stdout + where.stderr
     nb = open_notebook("00_setup.ipynb")
     with nb.step("Edit ▸ Clear Outputs of All Cells"):
         nb.clear_all_outputs()
