@@ -126,6 +126,12 @@ def test_cycle_times_are_measured_interleaved_in_one_launch(bench_run):
     table = allreduce_model.bench_table([e for rank, e in result.events if rank == 0])
     assert list(zip(table["cycle_ms"], table["bytes"])) == [(1.0, b) for b in SIZES] + [(25.0, b) for b in SIZES]
     assert set(table["workers"]) == {2} and all(e["repeats"] == 4 for _, e in result.events if e["event"] == "allreduce")
-    # Horovod restarted with each cycle time: a call waits for the next cycle, so 25 ms is slower than 1 ms.
+    # Horovod restarted with each cycle time and read it: at 25 ms each back-to-back call waits for the next cycle,
+    # so no size's median is far below a cycle (26 ms measured, the fastest size, in a fresh clone's run). Load can
+    # only add to that, so the check cannot fail on a busy machine; it was `25 ms slower than 1 ms + 5 ms` until a
+    # starved worker measured the 1 ms cycle at 51 ms and the 25 ms cycle at 26 ms (fresh clone at eafb32c). A
+    # restart that kept the 1 ms cycle (mutant: the bench sets "1" at each restart) measured 6.6 and 8.1 ms here on
+    # a quiet machine and failed; on a starved one it could pass. Notebook 05 shows the cycle-time effect itself,
+    # with its spread, under nbval.
     by_cycle = table.groupby("cycle_ms")["median_ms"].min()
-    assert by_cycle[25.0] > by_cycle[1.0] + 5
+    assert by_cycle[25.0] >= 0.4 * 25.0, by_cycle.to_dict()
