@@ -79,7 +79,10 @@ def test_pytest_runs_that_tests_start_do_not_inherit_the_plugin(tmp_path: Path, 
                      "os.environ.get('PYTEST_ADDOPTS')\n")
     env = {**os.environ, "PYTEST_ADDOPTS": "-q -p benchmarks.suite_profile",
            suite_profile.ENV: str(tmp_path / "p.jsonl"), "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-s", "-p", "no:cacheprovider", *workers, str(probe)],
+    # -p no:nbval: no notebook here, and loading nbval costs 3.7 CPU-s per pytest (nbformat -> jsonschema ->
+    # rfc3987_syntax, which builds a grammar at import; issue 31).
+    done = subprocess.run([sys.executable, "-m", "pytest", "-s", "-p", "no:cacheprovider", "-p", "no:nbval", *workers,
+                           str(probe)],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout, done.stdout
