@@ -113,7 +113,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 def summarise(path: Path, top: int = 40) -> str:
     """One row per test file (a notebook counts as one file): tests, wall s, busy CPU-s, busy cores, and the
-    file's own CPU-s where the profile has them (``-`` where not)."""
+    file's own CPU-s (0 where the profile has none: no cpuacct cgroup, or an older profile)."""
     rows: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0.0])
     first, last = float("inf"), 0.0
     for raw in path.read_text().splitlines():

@@ -116,6 +116,7 @@ class LabServer:
 
         self.workdir = workdir
         self.source = source
+        self.course_root = course_root
         self.notebook_dir = workdir / "notebooks"
         shutil.copytree(source, self.notebook_dir,
                         ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))

@@ -37,10 +37,10 @@ RUN_TIMEOUT_MS = 300_000  # one tiny Horovod run; generous for a loaded 2-core C
 
 # -- 00_setup ---------------------------------------------------------------------------------------
 def test_setup_notebook_runs_all_cells_in_the_lab(open_notebook, lab) -> None:
-    if lab.source.parent != labdriver.ROOT:  # the learner edition: its kernels import its course_lib
+    if lab.course_root != labdriver.ROOT:  # the learner edition: its kernels import its course_lib
         where = subprocess.run([sys.executable, "-c", "import course_lib; print(course_lib.__file__)"],
                                env=lab.env, cwd=lab.notebook_dir, capture_output=True, text=True, timeout=60)
-        assert where.stdout.strip().startswith(str(lab.source.parent)), where.stdout + where.stderr
+        assert where.stdout.strip().startswith(str(lab.course_root)), where.stdout + where.stderr
     nb = open_notebook("00_setup.ipynb")
     with nb.step("Edit ▸ Clear Outputs of All Cells"):
         nb.clear_all_outputs()
