@@ -15,7 +15,9 @@ Elastic mode always uses Gloo. On one machine the discovery script names it twic
 and ``127.0.0.1``), because Horovod blacklists the whole host of a failed worker. The lines that
 make the script elastic are marked ``# Horovod:``. With ``--json``, rank 0 prints the JSON lines
 of docs/architecture.md, and every rank prints a ``worker`` event (rank, size, pid, host) each
-time the group is formed.
+time the group is formed. ``--regrow-wait-s S`` is for drills (notebook 06, tests/test_ssh_hosts.py):
+the first epoch end after a shrink waits up to S s for the driver to take a worker back in, so that the
+regrowth shows on any machine; a real job carries on at once and grows at a later commit.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ import time
 
 from course_lib.training.events import emit
 from course_lib.training.flags import HelpFormatter, add_data_flags, add_run_flags, add_training_flags, add_worker_flags
+
+#: How often --regrow-wait-s asks the driver whether a host came back (seconds).
+REGROW_POLL_S = 0.25
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -45,7 +50,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add_data_flags(parser)
     add_worker_flags(parser)
     add_run_flags(parser, precision=False, throughput=False)
-    return parser.parse_args(argv)
+    parser.add_argument("--regrow-wait-s", type=float, default=0.0, metavar="S",
+                        help="drills only: at the first epoch end after the group shrank, wait up to S seconds for "
+                        "the driver to take a worker back in (a real job carries on at once and grows at a later "
+                        "commit; tiny epochs on a fast machine can all end before the cool-down does)")
+    args = parser.parse_args(argv)
+    if args.regrow_wait_s < 0:
+        parser.error(f"--regrow-wait-s must be >= 0 seconds, got {args.regrow_wait_s:g}")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -144,6 +156,20 @@ def main(argv: list[str] | None = None) -> int:
 
     sizes: list[int] = []
 
+    class AwaitRegrowth(keras.callbacks.Callback):
+        """--regrow-wait-s: once, at the first epoch end after the group shrank, poll the driver for a
+        re-admitted host; the poll raises HostsUpdatedInterrupt when one came back."""
+
+        waited = False  # once per process (class-level: each reset builds new callbacks)
+
+        def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+            if args.regrow_wait_s <= 0 or AwaitRegrowth.waited or hvd.size() >= max(sizes):
+                return
+            AwaitRegrowth.waited = True
+            for _ in range(math.ceil(args.regrow_wait_s / REGROW_POLL_S)):  # the same count on every rank:
+                time.sleep(REGROW_POLL_S)  # each poll is a collective
+                state.check_host_updates()  # Horovod: raises HostsUpdatedInterrupt once a host was added
+
     @hvd.elastic.run  # Horovod: restart this function after every reset, from the last commit
     def train(state: "hvd.elastic.KerasState") -> None:
         workers, rank = hvd.size(), hvd.rank()
@@ -165,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             # batch count is larger than any epoch, and the data order restarts per epoch.
             hvd.elastic.CommitStateCallback(state, batches_per_commit=10**9),
             CommitReport(),
+            AwaitRegrowth(),  # Horovod: drills only (--regrow-wait-s), after the commit
         ]
         model.fit(train_data, steps_per_epoch=steps, epochs=args.epochs - first,
                   callbacks=callbacks, verbose=0)

@@ -554,12 +554,14 @@ def test_few_seeds_check_accepts_the_solution_and_rejects_wrong_words(capsys: py
 
     namespace: dict[str, Any] = {}
     exec(_solution_source("04", "FEW_SEEDS ="), namespace)  # noqa: S102
-    exec(_solution_source("04", "answer = \"same\""), namespace)  # noqa: S102
+    exec(_solution_source("04", "answer = \"wider\""), namespace)  # noqa: S102
     kept, answer = namespace["FEW_SEEDS"], namespace["answer"]
-    # the notebook's numbers: the first 3 of 9 seeds happen to agree closely, so their interval is about the same
-    solved = {"kept": kept, "few": (0.0453, 0.0252), "full": (0.0351, 0.0242), "seeds": 9, "aim": 0.03}
+    # 2 seeds: t = 12.71 and sqrt(2) against 2.31 and 3 on 9 seeds; two gaps 1 point apart already give ~6 points
+    solved = {"kept": kept, "few": (0.0300, 0.0635), "full": (0.0198, 0.0272), "seeds": 9, "aim": 0.03}
     assert check_few_seeds(answer, **solved) is True
-    assert check_few_seeds("wider", **solved) is False     # the usual case is not this one: the numbers decide
+    assert check_few_seeds("same", **solved) is False
+    # the word follows the numbers: had the first 3 seeds agreed closely (one VM's), "same" was right
+    assert check_few_seeds("same", **{**solved, "kept": 3, "few": (0.0453, 0.0252), "full": (0.0351, 0.0242)}) is True
     full, few = (0.0406, 0.0213), (0.0336, 0.0842)   # 8 seeds; the first 3 spread as much, t and sqrt(n) widen it
     ask = {"kept": kept, "few": few, "full": full, "seeds": 8, "aim": 0.03}
     assert check_few_seeds("wider", **ask) is True

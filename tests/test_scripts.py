@@ -582,3 +582,14 @@ def test_checkpoint_round_trip(tmp_path: Path) -> None:
     tampered = {**info, "digest": "0" * 64}
     with pytest.raises(CheckpointError, match="does not match"):
         restore_checkpoint(tampered, model=make(3)[0], optimizer=make(3)[1])
+
+
+def test_elastic_regrow_wait_must_not_be_negative() -> None:
+    """The drill flag of the elastic script (notebook 06) fails at parse time, before TensorFlow starts."""
+    script = str(ROOT / "source_code" / "horovod_fmnist_elastic.py")
+    probe = (f"import runpy, sys; sys.argv = [{script!r}, '--regrow-wait-s', '-1']\n"
+             "try:\n    runpy.run_path(sys.argv[0], run_name='__main__')\nexcept SystemExit as exit:\n"
+             "    print('tensorflow' in sys.modules, exit.code)")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["False", "2"], (done.stdout, done.stderr)
+    assert "--regrow-wait-s must be >= 0 seconds, got -1" in done.stderr

@@ -252,7 +252,9 @@ def _event(line: str) -> dict:
 
 def test_elastic_carries_on_without_the_host_and_readmits_it(hosts, tmp_path):
     """Elastic on both hosts (the discovery script names the hosts whose sshd answers); hostB's link goes
-    down after the first epoch and comes back as soon as the group has shrunk to hostA alone."""
+    down after the first epoch and comes back as soon as the group has shrunk to hostA alone. The job waits for
+    hostB at its first commit after the shrink (``--regrow-wait-s``): without it, a fast machine ended the last
+    epochs before hostB's cool-down and its new worker's start-up, and hostB was never taken back in."""
     env = {"DISCOVER_HOSTS": "hostA:1 hostB:1"}
     listed = run(hosts.exec_argv("hostA", [str(DISCOVERY)]), env=hosts.launcher_env() | env).stdout.split()
     assert listed == ["hostA:1", "hostB:1"]
@@ -279,7 +281,8 @@ def test_elastic_carries_on_without_the_host_and_readmits_it(hosts, tmp_path):
         # A rank blocked in an all-reduce with the lost host waits for Gloo's time-out (30 s by default);
         # in an elastic job that time-out is a recoverable error, so a short one only costs a reset.
         summary = launch_on(hosts, {"kind": "elastic", "script": str(ELASTIC),
-                                    "args": ["--epochs", str(ELASTIC_EPOCHS), *ELASTIC_DATA, *SMALL[4:]],
+                                    "args": ["--epochs", str(ELASTIC_EPOCHS), "--regrow-wait-s", "60", *ELASTIC_DATA,
+                                             *SMALL[4:]],
                                     "hosts": hosts.host_list(), "cooldown_range": [1, 2], "timeout": 150,
                                     "env": {"HOROVOD_GLOO_TIMEOUT_SECONDS": str(GLOO_TIMEOUT_S)}},
                             on_line=on_line, timeout=170)

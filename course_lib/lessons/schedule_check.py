@@ -150,5 +150,5 @@ def check_few_seeds(answer: Any, *, kept: int | None, few: tuple[float, float] |
     meets = "meets" if few[1] <= aim else "misses"
     why = ("fewer seeds give a larger t factor and divide by a smaller square root of n" if expected == "wider" else
            "these few seeds happened to spread less than all of them, which a design cannot count on")
-    return right(SEEDS_KEY, f"on {kept} seeds the half-width is {ratio:.1f}x the one on {seeds}: {why}; it {meets} "
+    return right(SEEDS_KEY, f"on {kept} seeds the half-width is ≈{ratio:.1f}x the one on {seeds}: {why}; it {meets} "
                  f"the design's aim of {100 * aim:.0f} points")
