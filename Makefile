@@ -15,7 +15,8 @@ PYTEST_ARGS ?=
 
 .PHONY: test test-busy check lint typecheck mutants test-unit test-notebooks notebooks bench clean student site room
 
-# The whole check (issue 31), on WORKERS=2 pytest-xdist workers by default: the notebooks one after another on one
+# The whole check (issue 31), on WORKERS=2 pytest-xdist workers by default: the notebooks (then test_ssh_hosts and the
+# lab's browser test: notebooks/conftest.py, WITH_THE_NOTEBOOKS) one after another on one
 # worker, the test files on the other, one file at a time, longest first, at nice 10 and in a cgroup of low CPU
 # weight where it can, with slots of its own (notebooks/conftest.py, tests/conftest.py). WORKERS=1 is plain pytest.
 # Fresh clones' times: benchmarks/results/2026-11-26-vm-check-time-two-workers.md and the jsonl beside it.

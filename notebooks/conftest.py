@@ -201,9 +201,13 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     return result
 
 
-#: Test files that run in the notebooks' unit, after them: they start tools/localcluster's ssh hosts, whose fixed
-#: network namespace names notebook 06 uses too (the first fresh clone run on 2 workers broke both: three failures).
-WITH_THE_NOTEBOOKS = ("tests/test_ssh_hosts.py",)
+#: Test files that run in the notebooks' unit, after them. ``test_ssh_hosts`` starts tools/localcluster's ssh hosts,
+#: whose fixed network namespace names notebook 06 uses too (the first fresh clone run on 2 workers broke both: three
+#: failures). ``test_lab`` needs a kernel that starts within JupyterLab's patience: on the test files' worker, whose
+#: cgroup weighs 64 against the notebooks' 1024 (tests/conftest.py), a kernel started beside notebook 03's two-rank
+#: launches was still not connected after 20 s, the browser declared it dead, and the test failed (a fresh clone on
+#: 2026-11-27); after the notebooks it has the machine's full weight and no notebook beside it.
+WITH_THE_NOTEBOOKS = ("tests/test_ssh_hosts.py", "tests/browser/test_lab.py")
 #: Test files that run in one unit with another file because they share a costly session fixture, which each worker
 #: builds once: ``fmnist_tfds`` (tests/conftest.py) prepares Fashion-MNIST for tfds in a fresh folder, 30-50 s on a
 #: full machine, and was built on both workers when these two files landed on different ones.

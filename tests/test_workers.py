@@ -65,8 +65,9 @@ class _LoadfileConfig:
 
 
 def test_the_scheduler_keeps_units_that_share_a_worker_together() -> None:
-    """notebooks/conftest.py's scheduler: all notebooks and test_ssh_hosts are one unit (one after another on one
-    worker), test_tfds_cache goes with test_data (one ``fmnist_tfds`` preparation), any other file is its own."""
+    """notebooks/conftest.py's scheduler: all notebooks, test_ssh_hosts and the lab's browser test are one unit (one
+    after another on one worker), test_tfds_cache goes with test_data (one ``fmnist_tfds`` preparation), any other
+    file is its own."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("notebooks_conftest", ROOT / "notebooks" / "conftest.py")
@@ -76,6 +77,6 @@ def test_the_scheduler_keeps_units_that_share_a_worker_together() -> None:
     scheduler = module.pytest_xdist_make_scheduler(_LoadfileConfig(), None)
     scope = scheduler._split_scope
     assert {scope("notebooks/01_data_parallelism.ipynb::Cell 3"), scope("notebooks/06_beyond_one_machine.ipynb::Cell 0"),
-            scope("tests/test_ssh_hosts.py::test_x")} == {"notebooks"}
+            scope("tests/test_ssh_hosts.py::test_x"), scope("tests/browser/test_lab.py::test_v")} == {"notebooks"}
     assert scope("tests/test_tfds_cache.py::test_y") == scope("tests/test_data.py::test_z") == "tests/test_data.py"
     assert scope("tests/test_launch.py::test_w") == "tests/test_launch.py"
