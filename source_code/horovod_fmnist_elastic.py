@@ -166,8 +166,9 @@ def main(argv: list[str] | None = None) -> int:
             if args.regrow_wait_s <= 0 or AwaitRegrowth.waited or hvd.size() >= max(sizes):
                 return
             AwaitRegrowth.waited = True
-            for _ in range(math.ceil(args.regrow_wait_s / REGROW_POLL_S)):  # the same count on every rank:
-                time.sleep(REGROW_POLL_S)  # each poll is a collective
+            # Every rank polls the same number of times: each poll is a collective (a broadcast from rank 0).
+            for _ in range(math.ceil(args.regrow_wait_s / REGROW_POLL_S)):
+                time.sleep(REGROW_POLL_S)
                 state.check_host_updates()  # Horovod: raises HostsUpdatedInterrupt once a host was added
 
     @hvd.elastic.run  # Horovod: restart this function after every reset, from the last commit
