@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from nested_pytest import PYTEST_WITHOUT_NBVAL
 
 from benchmarks import check_time, suite_profile
 
@@ -72,17 +73,13 @@ def test_pytest_runs_that_tests_start_do_not_inherit_the_plugin(tmp_path: Path, 
     pytest-xdist the workers profile the tests (the controller runs none) and strip the plugin themselves."""
     import os
     import subprocess
-    import sys
 
     probe = tmp_path / "test_probe.py"
     probe.write_text("import os\n\ndef test_env():\n    assert os.environ.get('PYTEST_ADDOPTS') == '-q', "
                      "os.environ.get('PYTEST_ADDOPTS')\n")
     env = {**os.environ, "PYTEST_ADDOPTS": "-q -p benchmarks.suite_profile",
            suite_profile.ENV: str(tmp_path / "p.jsonl"), "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    # -p no:nbval: no notebook here, and loading nbval costs 3.7 CPU-s per pytest (nbformat -> jsonschema ->
-    # rfc3987_syntax, which builds a grammar at import; issue 31).
-    done = subprocess.run([sys.executable, "-m", "pytest", "-s", "-p", "no:cacheprovider", "-p", "no:nbval", *workers,
-                           str(probe)],
+    done = subprocess.run([*PYTEST_WITHOUT_NBVAL, "-s", *workers, str(probe)],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout, done.stdout

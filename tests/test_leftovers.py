@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import psutil
 import pytest
 
 import leftovers
+from nested_pytest import PYTEST_WITHOUT_NBVAL
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,8 +55,7 @@ def _session(tmp_path: Path, modules: dict[str, str]) -> subprocess.CompletedPro
     for name, text in modules.items():
         (tmp_path / name).write_text(textwrap.dedent(text).format(tag=tmp_path.name))
     env = {k: v for k, v in os.environ.items() if k != leftovers.MARKER}  # a session of its own
-    # -p no:nbval: nbval's import costs ~5 CPU-s, and the small session holds no notebook (issue 31)
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:nbval", "-c",
+    return subprocess.run([*PYTEST_WITHOUT_NBVAL, "-q", "-c",
                            str(tmp_path / "pytest.ini"), str(tmp_path)], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
 

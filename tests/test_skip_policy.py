@@ -10,10 +10,10 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from nested_pytest import PYTEST_WITHOUT_NBVAL
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,10 +67,7 @@ def probe_session(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str]:
         "import importlib.util, sys\n_find = importlib.util.find_spec\n"
         "importlib.util.find_spec = lambda name, *a: None if name == 'horovod' else _find(name, *a)\n")
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    # -p no:nbval: no notebook here, and loading nbval costs 3.7 CPU-s per pytest (nbformat -> jsonschema ->
-    # rfc3987_syntax, which builds a grammar at import; issue 31).
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:nbval", "-rA",
-                           "--continue-on-collection-errors", "-c",
+    proc = subprocess.run([*PYTEST_WITHOUT_NBVAL, "-rA", "--continue-on-collection-errors", "-c",
                            str(tmp_path / "pytest.ini"), "--rootdir", str(tmp_path), str(tmp_path)],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env,
                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))  # as a background job

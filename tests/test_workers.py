@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
+from nested_pytest import PYTEST_WITHOUT_NBVAL
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,9 +40,7 @@ def test_each_worker_has_its_own_slot_folder_from_the_start(tmp_path: Path) -> N
     seen = tmp_path / "seen"
     seen.mkdir()
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path), "PROBE_OUT": str(seen), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    # -p no:nbval: no notebook here, and loading nbval costs 3.7 CPU-s per pytest (nbformat -> jsonschema ->
-    # rfc3987_syntax, which builds a grammar at import; issue 31).
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:nbval", "-n", "2", "--dist", "loadfile",
+    done = subprocess.run([*PYTEST_WITHOUT_NBVAL, "-n", "2", "--dist", "loadfile",
                            "-c", str(tmp_path / "pytest.ini"), "--rootdir", str(tmp_path), str(tmp_path)],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
