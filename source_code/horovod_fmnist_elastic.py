@@ -55,8 +55,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "the driver to take a worker back in (a real job carries on at once and grows at a later "
                         "commit; tiny epochs on a fast machine can all end before the cool-down does)")
     args = parser.parse_args(argv)
-    if args.regrow_wait_s < 0:
-        parser.error(f"--regrow-wait-s must be >= 0 seconds, got {args.regrow_wait_s:g}")
+    if not (math.isfinite(args.regrow_wait_s) and args.regrow_wait_s >= 0):  # nan and inf would fail mid-run
+        parser.error(f"--regrow-wait-s must be >= 0 seconds, got {args.regrow_wait_s:g} (a finite number, e.g. 60)")
     return args
 
 

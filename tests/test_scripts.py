@@ -584,12 +584,26 @@ def test_checkpoint_round_trip(tmp_path: Path) -> None:
         restore_checkpoint(tampered, model=make(3)[0], optimizer=make(3)[1])
 
 
-def test_elastic_regrow_wait_must_not_be_negative() -> None:
-    """The drill flag of the elastic script (notebook 06) fails at parse time, before TensorFlow starts."""
+def _elastic_regrow_wait(value: str) -> subprocess.CompletedProcess:
+    """The elastic script run as __main__ with ``--regrow-wait-s value``; prints whether TensorFlow was imported
+    and the exit status."""
     script = str(ROOT / "source_code" / "horovod_fmnist_elastic.py")
-    probe = (f"import runpy, sys; sys.argv = [{script!r}, '--regrow-wait-s', '-1']\n"
+    probe = (f"import runpy, sys; sys.argv = [{script!r}, '--regrow-wait-s', {value!r}]\n"
              "try:\n    runpy.run_path(sys.argv[0], run_name='__main__')\nexcept SystemExit as exit:\n"
              "    print('tensorflow' in sys.modules, exit.code)")
-    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    return subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+
+def test_elastic_regrow_wait_must_not_be_negative() -> None:
+    """The drill flag of the elastic script (notebook 06) fails at parse time, before TensorFlow starts."""
+    done = _elastic_regrow_wait("-1")
     assert done.stdout.split() == ["False", "2"], (done.stdout, done.stderr)
     assert "--regrow-wait-s must be >= 0 seconds, got -1" in done.stderr
+
+
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_elastic_regrow_wait_must_be_finite(value: str) -> None:
+    """nan and inf passed the >= 0 check and would have failed in the wait itself, mid-run."""
+    done = _elastic_regrow_wait(value)
+    assert done.stdout.split() == ["False", "2"], (done.stdout, done.stderr)
+    assert f"--regrow-wait-s must be >= 0 seconds, got {value} (a finite number" in done.stderr
