@@ -16,9 +16,9 @@ PYTEST_ARGS ?=
 .PHONY: test test-busy check lint typecheck mutants test-unit test-notebooks notebooks bench clean student site room
 
 # The whole check (issue 31), on WORKERS=2 pytest-xdist workers by default: the notebooks (then test_ssh_hosts and the
-# lab's browser test: notebooks/conftest.py, WITH_THE_NOTEBOOKS) one after another on one
+# lab's browser test: tests/notebooks/harness.py, WITH_THE_NOTEBOOKS) one after another on one
 # worker, the test files on the other, one file at a time, longest first, at nice 10 and in a cgroup of low CPU
-# weight where it can, with slots of its own (notebooks/conftest.py, tests/conftest.py). WORKERS=1 is plain pytest.
+# weight where it can, with slots of its own (tests/notebooks/harness.py, tests/conftest.py). WORKERS=1 is plain pytest.
 # Fresh clones' times: benchmarks/results/2026-11-26-vm-check-time-two-workers.md and the jsonl beside it.
 # MARK deselects, e.g. make test MARK='not browser'; PYTEST_ARGS is passed to pytest.
 WORKERS ?= 2
@@ -28,14 +28,14 @@ xdist = $(if $(filter 1,$(WORKERS)),,-n $(WORKERS) --dist loadfile --no-loadscop
 test: setup lint typecheck
 	$(PY) -m pytest $(xdist) $(if $(MARK),-m "$(MARK)") --durations=25 $(PYTEST_ARGS)
 
-# The notebooks beside a busy neighbour (one core kept busy while they run: notebooks/conftest.py), one after
+# The notebooks beside a busy neighbour (one core kept busy while they run: tests/notebooks/harness.py), one after
 # another, so that each verdict nbval compares is tried on a machine that is not quiet.
 test-busy: setup
 	COURSE_BUSY_NEIGHBOUR=1 $(PY) -m pytest notebooks $(PYTEST_ARGS)
 
 # ruff (rules in pyproject.toml) over the library, scripts, tests, tools and benchmarks.
 lint: setup
-	$(VENV)/bin/ruff check course_lib source_code tests tools benchmarks notebooks/conftest.py
+	$(VENV)/bin/ruff check course_lib source_code tests tools benchmarks conftest.py
 
 # mypy over course_lib (settings in pyproject.toml): the annotations are checked, not decoration.
 typecheck: setup

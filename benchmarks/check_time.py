@@ -7,7 +7,7 @@ Two measurements, each appended as JSON lines to ``benchmarks/results/<date>-<ho
 
 ``fresh`` clones this repository's committed HEAD into a scratch folder and runs ``CI=true bash .ci/run``
 there (what CI does), so nothing of this checkout's venv or build is reused. ``busy`` runs ``make test-busy``
-(every notebook under strict nbval while one core is kept busy: notebooks/conftest.py). Each line holds the
+(every notebook under strict nbval while one core is kept busy: tests/notebooks/harness.py). Each line holds the
 wall seconds, the machine's busy CPU-seconds over the run (``/proc/stat``: every process, so run it on an
 otherwise idle machine), the average busy cores (CPU-seconds / wall) and that over the machine's cores
 (utilisation), the exit status, the set-up time that ``tools/setup.sh`` printed, the load average before,

@@ -84,7 +84,7 @@ def fmnist_tfds(tfds_home):
 def course_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The course website built once per session by ``make site``'s command (tools/site.py --out) in a scratch
     folder, read-only for its users: tests/test_site.py reads the HTML, tests/browser/test_site_offline.py serves
-    it to Chromium (one xdist worker runs both: SAME_WORKER_AS in notebooks/conftest.py; issue 31)."""
+    it to Chromium (one xdist worker runs both: SAME_WORKER_AS in tests/notebooks/harness.py; issue 31)."""
     import subprocess
 
     dest = tmp_path_factory.mktemp("site") / "site"
@@ -134,7 +134,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 #: What runs long, in the order it should start when pytest-xdist's workers share the files out (`make test`,
 #: ``--dist loadfile --no-loadscope-reorder``): a long file started last would leave one worker alone at the end.
-#: Notebooks first, by their recorded run times (notebooks/run_times.json); then the files with real clusters,
+#: Notebooks first, by their recorded run times (docs/run_times.json); then the files with real clusters,
 #: browsers or Horovod launches; then the rest, in collection order.
 LONG_FIRST = ("cluster", "browser", "horovod")
 
@@ -151,7 +151,7 @@ def _start_rank(item: pytest.Item, notebook_seconds: dict[str, float]) -> float:
 
 def _notebook_seconds() -> dict[str, float]:
     try:
-        recorded = json.loads((ROOT / "notebooks" / "run_times.json").read_text())["notebooks"]
+        recorded = json.loads((ROOT / "docs" / "run_times.json").read_text())["notebooks"]
         return {name: float(entry["seconds"]) for name, entry in recorded.items()}
     except (OSError, ValueError, KeyError, TypeError):
         return {}
@@ -179,7 +179,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 #: not make the notebooks' launches queue (a test's one-worker run held a notebook's two-worker launch for minutes
 #: in the first fresh clone run on two workers).
 TEST_WORKER_NICE = 10
-#: Set by notebooks/conftest.py in the worker that runs a notebook cell; that worker keeps its priority.
+#: Set by tests/notebooks/harness.py in the worker that runs a notebook cell; that worker keeps its priority.
 NOTEBOOK_WORKER_ENV = "COURSE_NOTEBOOK_WORKER"
 
 

@@ -8,7 +8,19 @@ test_workers; a run of notebooks (test_busy_neighbour, test_notebook_stderr) bui
 
 from __future__ import annotations
 
+import shutil
 import sys
+from pathlib import Path
 
 #: ``[*PYTEST_WITHOUT_NBVAL, ...options..., path]`` for ``subprocess.run``.
 PYTEST_WITHOUT_NBVAL: tuple[str, ...] = (sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:nbval")
+
+#: The notebooks' harness (tests/notebooks/): copied beside scratch notebooks as their ``conftest.py``.
+HARNESS_FOLDER = Path(__file__).resolve().parent / "notebooks"
+
+
+def copy_notebook_harness(folder: Path) -> None:
+    """Put the notebooks' harness beside scratch notebooks in ``folder``: ``harness.py`` as ``conftest.py`` (a
+    pytest there with ``--nbval`` then checks stderr as the course does) and the allow list it reads."""
+    shutil.copy2(HARNESS_FOLDER / "harness.py", folder / "conftest.py")
+    shutil.copy2(HARNESS_FOLDER / "stderr_allow.txt", folder / "stderr_allow.txt")

@@ -1,6 +1,6 @@
 """``COURSE_BUSY_NEIGHBOUR=1`` (``make test-busy``) runs the notebooks beside one busy core (issue 31, item 4).
 
-One real nbval run of a scratch notebook whose cell asks whether a process of notebooks/conftest.py's spin
+One real nbval run of a scratch notebook whose cell asks whether a process of tests/notebooks/harness.py's spin
 loop is alive and burning CPU time (at least a fifth of a core): with the variable the cell prints True (as its stored output
 says) and passes; without it the same cell prints False and fails, so the mode is really on when asked
 for and really off otherwise. After each session no spin loop is left.
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 import nbformat
 import psutil
 import pytest
+from nested_pytest import copy_notebook_harness
 
 ROOT = Path(__file__).resolve().parents[1]
 # The neighbour is conftest's spin loop (its command line holds its prctl call); "busy" means it burns CPU
@@ -51,8 +51,7 @@ def _run(tmp_path: Path, busy: bool) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow  # > 2 s: left out of `make check`
 def test_the_neighbour_runs_during_the_session_only(tmp_path: Path) -> None:
-    for name in ("conftest.py", "stderr_allow.txt"):
-        shutil.copy(ROOT / "notebooks" / name, tmp_path / name)
+    copy_notebook_harness(tmp_path)
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}

@@ -30,8 +30,8 @@ KEY = "99.first"
 
 # What the scratch course holds: what the tools and tests below read, and what the learner edition copies.
 COPIED = ["course_lib", "source_code", "cluster", "requirements", "pyproject.toml", "environment.yml", "docs/architecture.md",
-          "tools", "instructor/solutions", "notebooks/conftest.py", "notebooks/sanitize.cfg",
-          "notebooks/stderr_allow.txt", "tests/test_notebooks_lint.py", "tests/test_exercises.py"]
+          "tools", "instructor/solutions", "conftest.py", "tests/notebooks", "tests/nested_pytest.py",
+          "tests/test_notebooks_lint.py", "tests/test_exercises.py"]
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
 
 # Recipe steps 3 and 4, as an author would write them for notebook 99 (anchor -> line inserted after it).
@@ -82,6 +82,7 @@ def course(tmp_path_factory: pytest.TempPathFactory) -> Path:
     nb = nbformat.read(TEMPLATE, as_version=4)
     for cell in nb.cells:
         cell.source = cell.source.replace("NN", "99")
+    (root / "notebooks").mkdir()
     nbformat.write(nb, root / "notebooks" / f"{NAME}.ipynb")
     # Steps 3-4: its exercise and the solution.
     for relative, (anchor, line) in EDITS.items():

@@ -1,4 +1,4 @@
-"""notebooks/conftest.py fails a notebook cell whose stderr holds an error (issue 20, point 5).
+"""tests/notebooks/harness.py fails a notebook cell whose stderr holds an error (issue 20, point 5).
 
 Unit tests of the line filter, and one real nbval run on scratch notebooks: a traceback on stderr
 fails its cell although the cell raised nothing; an allowed warning and a plain warning pass; a kernel
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -18,9 +17,10 @@ from xml.etree import ElementTree
 
 import nbformat
 import pytest
+from nested_pytest import copy_notebook_harness
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFTEST = ROOT / "notebooks" / "conftest.py"
+CONFTEST = ROOT / "tests" / "notebooks" / "harness.py"
 
 
 def _conftest():
@@ -65,7 +65,7 @@ def test_warnings_and_allowed_lines_pass(line: str) -> None:
 
 
 def test_allow_list_entries_are_commented_and_valid(tmp_path: Path) -> None:
-    assert ALLOWED, "notebooks/stderr_allow.txt holds no pattern"
+    assert ALLOWED, "tests/notebooks/stderr_allow.txt holds no pattern"
     uncommented = tmp_path / "allow.txt"
     uncommented.write_text("# a comment\nfirst\n\nsecond without comment\n")
     with pytest.raises(ValueError, match=r"allow.txt:4: every allowed pattern needs a comment"):
@@ -101,7 +101,7 @@ class NbvalSession:
 @pytest.fixture(scope="module")
 def nbval_session(tmp_path_factory: pytest.TempPathFactory) -> NbvalSession:
     """ONE strict nbval run (a pytest start with nbval costs seconds of CPU) on the scratch notebooks of both slow
-    tests below, with notebooks/conftest.py and its allow list copied beside them, as the course runs them."""
+    tests below, with tests/notebooks/harness.py and its allow list copied beside them, as the course runs them."""
     folder = tmp_path_factory.mktemp("nbval-stderr")
     write = "import sys\nprint('step done')\n_ = sys.stderr.write({!r})"
     _notebook(folder / "bad.ipynb",
@@ -112,8 +112,7 @@ def nbval_session(tmp_path_factory: pytest.TempPathFactory) -> NbvalSession:
               [write.format(CUDNN + "\n"), write.format("WARNING:tensorflow:a harmless warning\n")],
               ["step done\n", "step done\n"])
     _notebook(folder / "killed.ipynb", ["import os, signal\nos.kill(os.getpid(), signal.SIGKILL)"], [""])
-    for name in ("conftest.py", "stderr_allow.txt"):
-        shutil.copy(ROOT / "notebooks" / name, folder / name)
+    copy_notebook_harness(folder)
     (folder / "pytest.ini").write_text("[pytest]\n")
     junit = folder / "junit.xml"
     proc = subprocess.run([sys.executable, "-m", "pytest", "--nbval", "--nbval-current-env", "--nbval-cell-timeout",

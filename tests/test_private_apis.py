@@ -139,14 +139,14 @@ def test_keras2_optimizer_internals_used_by_lars_and_lamb() -> None:
 
 
 def test_nbval_skip_compare_is_what_notebooks_conftest_extends() -> None:
-    """notebooks/conftest.py wraps nbval's IPyNbFile.__init__ and extends ``skip_compare``."""
+    """tests/notebooks/harness.py wraps nbval's IPyNbFile.__init__ and extends ``skip_compare``."""
     import nbval.plugin
 
     source = inspect.getsource(nbval.plugin.IPyNbFile.__init__)
     assert "skip_compare" in source, "nbval no longer sets skip_compare in IPyNbFile.__init__"
     assert "skip_compare" in inspect.getsource(nbval.plugin.IPyNbCell.compare_outputs), (
         "nbval no longer reads skip_compare when comparing outputs")
-    # notebooks/conftest.py checks each cell's stderr through these two.
+    # tests/notebooks/harness.py checks each cell's stderr through these two.
     assert "test_outputs" in inspect.getsource(nbval.plugin.IPyNbCell.runtest)
     assert hasattr(nbval.plugin.IPyNbCell, "raise_cell_error")
 

@@ -1,4 +1,4 @@
-"""Notebook run times have one source, ``notebooks/run_times.json`` (tools/run_times.py; issues 29 and 30).
+"""Notebook run times have one source, ``docs/run_times.json`` (tools/run_times.py; issues 29 and 30).
 
 The README's and the instructor guide's tables and each notebook's intro line are generated from it; these
 tests fail when one of them disagrees with the file (a time typed by hand, or a notebook re-run without
@@ -45,7 +45,7 @@ def typed_run_times(text: str) -> list[str]:
 
 def test_the_generated_blocks_agree_with_the_file() -> None:
     stale = run_times.stale(ROOT)
-    assert not stale, f"run-time blocks that disagree with notebooks/run_times.json: {stale}; " \
+    assert not stale, f"run-time blocks that disagree with docs/run_times.json: {stale}; " \
                       "run .venv/bin/python tools/run_times.py (never type a run time)"
 
 
@@ -56,7 +56,7 @@ def test_the_readme_and_the_guide_carry_the_table() -> None:
 
 def test_every_recorded_notebook_exists_and_every_time_is_positive() -> None:
     recorded = run_times.load(ROOT)
-    assert recorded, "notebooks/run_times.json records no notebook"
+    assert recorded, "docs/run_times.json records no notebook"
     for name, entry in recorded.items():
         assert (ROOT / "notebooks" / f"{name}.ipynb").exists(), f"run_times.json records a missing notebook {name}"
         assert entry["seconds"] > 0 and re.fullmatch(r"\d{4}-\d\d-\d\d", entry["date"])
@@ -121,8 +121,8 @@ def test_bad_entries_are_refused(tmp_path: Path) -> None:
         run_times.measured(0.0)
     with pytest.raises(ValueError, match="looks like 04_large_batch"):
         run_times.record("large batch", run_times.measured(1.0), root=tmp_path)
-    (tmp_path / "notebooks").mkdir()
-    (tmp_path / "notebooks" / "run_times.json").write_text(json.dumps({"notebooks": {"04_x": {"seconds": -1}}}))
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "run_times.json").write_text(json.dumps({"notebooks": {"04_x": {"seconds": -1}}}))
     with pytest.raises(ValueError, match="seconds > 0"):
         run_times.load(tmp_path)
 
@@ -143,7 +143,7 @@ def test_run_notebooks_records_the_time_and_regenerates(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "tools/run_notebooks.py", "notebooks/00_tiny.ipynb"], cwd=root,
                           capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-    entry = json.loads((root / "notebooks" / "run_times.json").read_text())["notebooks"]["00_tiny"]
+    entry = json.loads((root / "docs" / "run_times.json").read_text())["notebooks"]["00_tiny"]
     assert entry["source"] == "tools/run_notebooks.py" and entry["seconds"] > 0
     shown = run_times.seconds_text(entry["seconds"])
     assert f"| 00_tiny | {shown} |" in (root / "docs" / "instructors.md").read_text()

@@ -1,4 +1,4 @@
-"""notebooks/sanitize.cfg masks only what varies: deterministic values a learner is taught stay compared.
+"""tests/notebooks/sanitize.cfg masks only what varies: deterministic values a learner is taught stay compared.
 
 The rules are read with nbval's own parser and applied the way nbval applies them (in file order, with
 ``re.sub``), so these tests see exactly what the strict notebook comparison sees.
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from nbval.plugin import get_sanitize_patterns
 
-SANITIZE = Path(__file__).resolve().parents[1] / "notebooks" / "sanitize.cfg"
+SANITIZE = Path(__file__).resolve().parent / "notebooks" / "sanitize.cfg"
 
 
 def rules() -> list[tuple[str, str]]:

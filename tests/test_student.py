@@ -9,7 +9,7 @@ notebook here, 00's third run in the suite);
 source notebook cell for cell (source, outputs, tags) except the cells the tool removed, stubbed or cleared, so
 the course's nbval run covers every learner cell before the first solution; the cells from there on (the
 "learner tail": the answers unset, the stubs raising) are run by the course's nbval itself, after each notebook's
-last cell, in its kernel (``notebooks/conftest.py``, ``tools/learner_tail.py``; tested below on a fixture
+last cell, in its kernel (``tests/notebooks/harness.py``, ``tools/learner_tail.py``; tested below on a fixture
 notebook, with a mutant that only the tail catches). The tool's tags are tried on a small fixture notebook,
 which is executed, converted and validated with nbval too.
 """
@@ -20,7 +20,6 @@ import copy
 import importlib.util
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tokenize
@@ -28,6 +27,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from nested_pytest import copy_notebook_harness
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,7 +93,7 @@ def _nbval(notebook: Path, cwd: Path, env: dict[str, str], timeout: int) -> subp
     ini = cwd / "nbval-pytest.ini"  # an empty ini: the learner tree has no test configuration of its own
     ini.write_text("[pytest]\n")
     cmd = [sys.executable, "-m", "pytest", "-c", str(ini), "--rootdir", str(cwd), "-p", "no:cacheprovider",
-           "-q", "--nbval", "--nbval-current-env", f"--nbval-sanitize-with={ROOT / 'notebooks' / 'sanitize.cfg'}",
+           "-q", "--nbval", "--nbval-current-env", f"--nbval-sanitize-with={ROOT / 'tests' / 'notebooks' / 'sanitize.cfg'}",
            str(notebook)]
     try:
         return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
@@ -347,8 +347,7 @@ def test_course_nbval_runs_the_learner_tail_and_it_bites(executed_fixture: nbfor
         broken.cells[4].source
     folder = tmp_path / "notebooks"
     folder.mkdir()
-    for name in ("conftest.py", "stderr_allow.txt"):
-        shutil.copy2(ROOT / "notebooks" / name, folder / name)
+    copy_notebook_harness(folder)
     (tmp_path / "tools").symlink_to(ROOT / "tools")      # the conftest finds tools/learner_tail.py one level up
     nbformat.write(source, folder / "good.ipynb")
     nbformat.write(broken, folder / "broken.ipynb")

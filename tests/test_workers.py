@@ -63,12 +63,12 @@ class _LoadfileConfig:
 
 
 def test_the_scheduler_keeps_units_that_share_a_worker_together() -> None:
-    """notebooks/conftest.py's scheduler: all notebooks, test_ssh_hosts and the lab's browser test are one unit (one
+    """tests/notebooks/harness.py's scheduler: all notebooks, test_ssh_hosts and the lab's browser test are one unit (one
     after another on one worker), test_tfds_cache goes with test_data (one ``fmnist_tfds`` preparation), any other
     file is its own."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("notebooks_conftest", ROOT / "notebooks" / "conftest.py")
+    spec = importlib.util.spec_from_file_location("notebooks_conftest", ROOT / "tests" / "notebooks" / "harness.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -6,7 +6,7 @@ the course's nbval run proves it (``tests/test_student.py`` holds the cells equa
 the learner's state differs: the answers stay ``None``, a stubbed function raises ``NotImplementedError``, an
 experiment whose knob is unset does not run. Those cells are the notebook's **tail**.
 
-``notebooks/conftest.py`` appends the tail to each notebook's nbval items: after the course's last cell, in the
+``tests/notebooks/harness.py`` appends the tail to each notebook's nbval items: after the course's last cell, in the
 same kernel, nbval runs the learner's cells from the tail's start to the end, compared as the learner edition
 compares them (a cleared cell runs unexecuted, so without comparison; a kept cell against its committed output),
 named ``notebooks/05_communication.ipynb::Learner cell 17`` (the number of the course's ``Cell 17``). That is a

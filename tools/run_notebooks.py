@@ -9,7 +9,7 @@ Each notebook is executed top to bottom in a fresh ``python3`` kernel of this en
 notebook's folder as working directory. Cell ids are kept (missing ones get a stable id derived from
 the notebook name and position), the kernelspec is set to ``python3``, no timing metadata is stored,
 and the file is replaced atomically only when every cell ran without error. The notebook's wall time is then
-recorded in ``notebooks/run_times.json`` (its intro cell gets the run-time line, and the tables in README.md
+recorded in ``docs/run_times.json`` (its intro cell gets the run-time line, and the tables in README.md
 and docs/instructors.md are regenerated: ``tools/run_times.py``).
 """
 

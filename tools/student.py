@@ -202,7 +202,7 @@ def learner_notebook(nb: nbformat.NotebookNode) -> tuple[nbformat.NotebookNode, 
                 _clear(cell)
                 changes.cleared.append(index)
             # What a cell wrote to stderr (TensorFlow's start-up lines, which vary from run to run) is checked,
-            # not compared, by the course's notebooks/conftest.py; the learner edition ships no conftest, so
+            # not compared, by the course's tests/notebooks/harness.py; the learner edition ships no conftest, so
             # strict nbval there would compare it: it is left out of the learner's copy.
             cell.outputs = [o for o in cell.get("outputs", []) if o.get("name") != "stderr"]
         cells.append(cell)

@@ -2,7 +2,7 @@
 
 A throughput or an efficiency changes from run to run; what the learner is taught must not. The
 course therefore prints a measured number with its unit or with the measured sign ``≈``
-(notebooks/sanitize.cfg masks both), and next to it a deterministic verdict: the measured interval
+(tests/notebooks/sanitize.cfg masks both), and next to it a deterministic verdict: the measured interval
 against a threshold, which can come out ``True``, ``False`` or ``cannot tell`` (the interval
 contains the threshold). The decision itself is :func:`course_lib.training.stats.ci_verdict`.
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["MEASURED_SIGN", "approx", "measured_view", "at_least"]
 
-#: The sign in front of a measured number without a unit; notebooks/sanitize.cfg masks what follows it.
+#: The sign in front of a measured number without a unit; tests/notebooks/sanitize.cfg masks what follows it.
 MEASURED_SIGN = "≈"
 
 

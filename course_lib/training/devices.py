@@ -127,7 +127,7 @@ class DeviceReport:
 
         Args:
             prefix: Put in front of every line; notebooks pass ``"machine: "`` so that nbval masks
-                these machine-dependent lines (notebooks/sanitize.cfg).
+                these machine-dependent lines (tests/notebooks/sanitize.cfg).
         """
         n = len(self.logical_devices)
         lines = []

@@ -1,9 +1,13 @@
 """pytest + nbval settings for the notebooks: stderr is checked, not compared.
 
+The notebooks' harness lives here, in ``tests/notebooks/``, so that the folder a learner opens holds the lessons
+only; the course's root ``conftest.py`` registers this module as a pytest plugin whenever nbval runs (a scratch
+copy named ``conftest.py`` next to scratch notebooks works as it is, as the tests of this harness use it).
+
 stderr is excluded from the output comparison, because TensorFlow and Horovod write warnings there
 whose wording and number vary with the machine. It is not ignored: after a cell has run, every line
 it wrote to stderr is matched against the known, harmless warnings listed (each with its origin) in
-``notebooks/stderr_allow.txt``; a remaining line that is an error fails the cell, even when the
+``tests/notebooks/stderr_allow.txt``; a remaining line that is an error fails the cell, even when the
 cell itself raised nothing:
 
 - a Python traceback (``Traceback (most recent call last):``), e.g. a Horovod rank's, relayed by the
@@ -124,12 +128,22 @@ nbval.plugin.IPyNbFile.__init__ = _init_without_stderr
 _original_collect = nbval.plugin.IPyNbFile.collect
 
 
+def _course_root() -> Path:
+    """The nearest folder above this file that holds ``tools/learner_tail.py`` (the course, or a scratch copy's
+    folder that links ``tools/``)."""
+    here = Path(__file__).resolve()
+    for folder in here.parents:
+        if (folder / "tools" / "learner_tail.py").exists():
+            return folder
+    raise FileNotFoundError(f"no tools/learner_tail.py in a folder above {here}")
+
+
 def _learner_tail(nb):  # type: ignore[no-untyped-def]
     """tools/learner_tail.py's tail of ``nb``; imported only for a notebook with solution cells (a scratch copy of
     this file next to a notebook without them, as tests/test_notebook_stderr.py makes, needs no tools/)."""
     if not any("solution" in cell.get("metadata", {}).get("tags", []) for cell in nb.cells):
         return []
-    course = str(Path(__file__).resolve().parents[1])
+    course = str(_course_root())
     if course not in sys.path:
         sys.path.insert(0, course)
     from tools import learner_tail
@@ -183,7 +197,8 @@ nbval.kernel.RunningKernel.get_message = _get_message_watching_the_kernel
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Mark this process as the notebooks' worker: tests/conftest.py lowers the priority of the other one."""
-    os.environ["COURSE_NOTEBOOK_WORKER"] = "1"
+    if item.path.suffix == ".ipynb":
+        os.environ["COURSE_NOTEBOOK_WORKER"] = "1"
 
 
 @pytest.hookimpl(wrapper=True)
@@ -196,7 +211,7 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
             shown = "\n".join(bad[:20]) + (f"\n... and {len(bad) - 20} more" if len(bad) > 20 else "")
             item.raise_cell_error(
                 "Cell wrote an error to stderr (allowed warnings are listed in "
-                "notebooks/stderr_allow.txt; add one there only with a comment saying where it "
+                "tests/notebooks/stderr_allow.txt; add one there only with a comment saying where it "
                 "comes from and why it is harmless)", "\n" + shown)
     return result
 
