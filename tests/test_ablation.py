@@ -62,13 +62,6 @@ def test_changes_rejects_bad_ladders() -> None:
         ablation.changes([Config("a"), Config("a")])
 
 
-def test_emulation_says_how_the_batch_was_made() -> None:
-    assert ablation.emulation(1, 1) == "none"
-    assert ablation.emulation(1, 8) == "accumulation x8"
-    assert ablation.emulation(2, 1) == "2 workers"
-    assert ablation.emulation(2, 4) == "2 workers + accumulation x4"
-
-
 def test_warmup_multiplier_matches_horovods_ramp() -> None:
     growth, warmup, spe = 8, 2, 4
     mult = schedules.warmup_multiplier(growth, warmup, spe)
@@ -128,34 +121,6 @@ def test_seed_table_takes_a_target_per_row() -> None:
     assert table.loc["+ linear", "updates_to_target"] == 24   # second of two points, 12 updates apart
 
 
-def test_plateau_reductions_replays_keras_rule() -> None:
-    assert ablation.plateau_reductions([1.0, 0.8, 0.6], patience=1) == []        # loss falls: never fires
-    assert ablation.plateau_reductions([1.0, 1.1, 0.6, 0.6], patience=1) == [2, 4]
-    assert ablation.plateau_reductions([1.0, 1.1, 1.2, 0.5], patience=2) == [3]
-    assert ablation.plateau_reductions([1.0, 0.99995], patience=1) == [2]        # below min_delta
-    with pytest.raises(ValueError, match="patience"):
-        ablation.plateau_reductions([1.0], patience=0)
-
-
-def test_plateau_reductions_agrees_with_keras() -> None:
-    """The replay is Keras' own rule: ReduceLROnPlateau fed the same losses cuts at the same epochs."""
-    from course_lib.training.keras2 import keras
-
-    losses = [1.0, 1.1, 0.6, 0.6, 0.59995, 0.3]
-    model = keras.Sequential([keras.layers.Dense(1, input_shape=(1,))])
-    model.compile(optimizer=keras.optimizers.SGD(1.0), loss="mse")
-    callback = keras.callbacks.ReduceLROnPlateau(monitor="loss", factor=0.5, patience=1, verbose=0)
-    callback.set_model(model)
-    callback.on_train_begin()
-    cuts = []
-    for epoch, loss in enumerate(losses, start=1):
-        before = float(model.optimizer.learning_rate.numpy())
-        callback.on_epoch_end(epoch - 1, {"loss": loss})
-        if float(model.optimizer.learning_rate.numpy()) < before:
-            cuts.append(epoch)
-    assert ablation.plateau_reductions(losses, patience=1) == cuts
-
-
 def test_paired_difference_and_decide() -> None:
     mean, half = ablation.paired_difference(_trials([0.80, 0.82, 0.81]), _trials([0.70, 0.71, 0.72]))
     assert mean == pytest.approx(0.10)
@@ -166,14 +131,6 @@ def test_paired_difference_and_decide() -> None:
     assert ablation.decide(mean, half, 0.1) == "cannot tell"
     with pytest.raises(ValueError, match="at least 2 seeds"):
         ablation.paired_difference(_trials([0.8]), _trials([0.7]))
-
-
-def test_pick_on_validation_reads_validation_only() -> None:
-    runs = {0.5: _trials([0.99, 0.99], val=[[0.6], [0.6]]), 2.0: _trials([0.1, 0.1], val=[[0.7], [0.7]])}
-    best, table = ablation.pick_on_validation(runs)
-    assert best == 2.0 and table.loc[2.0, "seeds"] == 2
-    with pytest.raises(ValueError):
-        ablation.pick_on_validation({})
 
 
 def test_seed_table_and_ladder_table() -> None:
@@ -206,32 +163,6 @@ def test_plot_curves_has_two_panels() -> None:
     assert len(fig.axes[0].lines) == 4  # three configurations + target line
 
 
-def test_grid_edge_says_where_a_tuned_value_sits() -> None:
-    assert ablation.grid_edge(0.5, [0, 0.25, 0.5, 1]) is None
-    assert ablation.grid_edge(1, [0, 0.25, 0.5, 1]) == "high"
-    assert ablation.grid_edge(0.002, [0.002, 0.008]) == "low"
-    assert ablation.grid_edge(0, [0, 0.25, 0.5], floor=0) is None     # 0 warm-up: nothing below it
-    assert ablation.grid_edge(0, [0, 0.25, 0.5]) == "low"
-    with pytest.raises(ValueError, match="not one of"):
-        ablation.grid_edge(0.3, [0, 0.25])
-
-
-def test_gap_verdict_flips_with_the_interval() -> None:
-    assert ablation.gap_verdict(0.002, 0.005, 0.01) == "within"
-    assert ablation.gap_verdict(0.04, 0.02, 0.01) == "not within"
-    assert ablation.gap_verdict(0.01, 0.02, 0.01) == "cannot tell"
-
-
-def test_seeds_needed_follows_the_t_interval() -> None:
-    # spread 3.4 points: t(6) * 3.4 / sqrt(7) = 3.30 > 3, t(7) * 3.4 / sqrt(8) = 2.84 <= 3
-    assert ablation.seeds_needed(0.034, 0.03) == 8
-    assert ablation.seeds_needed(0.0124, 0.03) == 4   # t(2) * 1.24 / sqrt(3) = 3.08 > 3
-    assert ablation.seeds_needed(0.0, 0.03) == 2
-    assert ablation.seeds_needed(1.0, 0.01, most=10) is None
-    with pytest.raises(ValueError, match="spread"):
-        ablation.seeds_needed(0.01, 0.0)
-
-
 def _curves(reach: list[int], updates: int) -> list[dict]:
     """Trials whose validation first reaches 0.8 after ``reach[seed]`` updates (checks every update)."""
     return [{"seed": seed, "val_curve": [(u, 0.9 if u >= r else 0.5) for u in range(1, updates + 1)]}
@@ -261,18 +192,33 @@ def test_explain_claims_a_mechanism_only_when_the_rung_measured_better() -> None
     assert "not shown" in ablation.explain("cannot tell", "the ramp helps")
 
 
-def test_the_verdicts_of_04_can_come_out_the_other_way() -> None:
-    """Fed numbers where they must flip: the gap within / not within, beats naive or not."""
-    base = _trials([0.80, 0.81, 0.82])
-    close, far = _trials([0.80, 0.805, 0.82]), _trials([0.70, 0.72, 0.71])
-    gap, half = ablation.paired_difference(base, close)
-    assert ablation.gap_verdict(gap, half, 0.01) == "within" and half <= 0.03
-    gap, half = ablation.paired_difference(base, far)
-    assert ablation.gap_verdict(gap, half, 0.01) == "not within"
-    naive = _trials([0.60, 0.62, 0.61])
+def test_the_rung_verdicts_of_04_can_come_out_the_other_way() -> None:
+    """Fed numbers where they must flip: the recipe beats naive, loses to it, or cannot tell."""
+    close, naive = _trials([0.80, 0.805, 0.82]), _trials([0.60, 0.62, 0.61])
     assert ablation.decide(*ablation.paired_difference(close, naive)) == "above"
     assert ablation.decide(*ablation.paired_difference(naive, close)) == "below"
     assert ablation.decide(*ablation.paired_difference(_trials([0.61, 0.60, 0.62]), naive)) == "cannot tell"
+
+
+def _timed(seconds: list[float], seeds: list[int] | None = None) -> list[dict]:
+    """Trials of two epochs, each epoch taking ``seconds[seed]``."""
+    return [{"seed": seed, "epoch_s": [s, s]} for seed, s in zip(seeds or range(len(seconds)), seconds)]
+
+
+def test_paired_speed_ratio_pairs_each_round() -> None:
+    # round 0: small 2 s/epoch, larges 1 s and 0.5 s -> 100 and 200 images/s against 50: mean 3.0
+    # round 1: the machine slowed down 2x for every run of the round: the same ratio, 3.0
+    small = _timed([2.0, 4.0])
+    large = [_timed([1.0, 2.0]), _timed([0.5, 1.0])]
+    assert ablation.paired_speed_ratio([(small, large)], 100) == (pytest.approx(3.0), pytest.approx(0.0))
+    # two ladders with the same seeds are two sets of rounds, not one
+    other = (_timed([1.0]), [_timed([1.0])])
+    mean, half = ablation.paired_speed_ratio([(small, large), other], 100)
+    assert mean == pytest.approx(7 / 3) and half > 0
+    # a seed the large rows did not run is no round; no round at all is an error
+    assert ablation.paired_speed_ratio([(_timed([2.0, 4.0, 9.0]), large)], 100)[0] == pytest.approx(3.0)
+    with pytest.raises(ValueError, match="no round"):
+        ablation.paired_speed_ratio([(_timed([2.0], [7]), large)], 100)
 
 
 def test_import_does_not_start_tensorflow() -> None:

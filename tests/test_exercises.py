@@ -66,8 +66,8 @@ def test_near_misses_are_rejected_at_the_boundary(key: str, capsys: pytest.Captu
 
 
 def test_integer_answers_are_numbers_not_text_or_booleans(capsys: pytest.CaptureFixture[str]) -> None:
-    assert check("04.steps_ratio", "8") is False
-    assert check("04.steps_ratio", 8.0) is True
+    assert check("00.global_batch", "256") is False
+    assert check("00.global_batch", 256.0) is True
     assert check("02.loss_scale", True) is False
     capsys.readouterr()
 
@@ -548,7 +548,13 @@ def _solution_source(notebook: str, marker: str) -> str:
     return found[0]
 
 
-# --- 04: change the analysis (fewer seeds) ---------------------------------------------------------
+# --- 04: predict (the recovered fraction on fewer seeds) -----------------------------------------------
+def _fraction(low: float, high: float) -> Any:
+    from course_lib.lessons.recovery import Recovery
+
+    return Recovery((low + high) / 2, low, high, 0, (0.06, 0.01), (0.04, 0.01), (0.02, 0.01))
+
+
 def test_few_seeds_check_accepts_the_solution_and_rejects_wrong_words(capsys: pytest.CaptureFixture[str]) -> None:
     from course_lib.lessons.schedule_check import check_few_seeds
 
@@ -556,32 +562,53 @@ def test_few_seeds_check_accepts_the_solution_and_rejects_wrong_words(capsys: py
     exec(_solution_source("04", "FEW_SEEDS ="), namespace)  # noqa: S102
     exec(_solution_source("04", "answer = \"wider\""), namespace)  # noqa: S102
     kept, answer = namespace["FEW_SEEDS"], namespace["answer"]
-    # 2 seeds: t = 12.71 and sqrt(2) against 2.31 and 3 on 9 seeds; two gaps 1 point apart already give ~6 points
-    solved = {"kept": kept, "few": (0.0300, 0.0635), "full": (0.0198, 0.0272), "seeds": 9, "aim": 0.03}
-    assert check_few_seeds(answer, **solved) is True
-    assert check_few_seeds("same", **solved) is False
-    # the word follows the numbers: had the first 3 seeds agreed closely (one VM's), "same" was right
-    assert check_few_seeds("same", **{**solved, "kept": 3, "few": (0.0453, 0.0252), "full": (0.0351, 0.0242)}) is True
-    full, few = (0.0406, 0.0213), (0.0336, 0.0842)   # 8 seeds; the first 3 spread as much, t and sqrt(n) widen it
-    ask = {"kept": kept, "few": few, "full": full, "seeds": 8, "aim": 0.03}
-    assert check_few_seeds("wider", **ask) is True
-    assert "misses the design's aim" in capsys.readouterr().out
+    full = _fraction(0.44, 0.74)   # 24 seeds
+    ask = {"kept": kept, "few": _fraction(0.20, 1.40), "full": full, "seeds": 24}
+    assert check_few_seeds(answer, **ask) is True
+    out = capsys.readouterr().out
+    # the verdict splits the factor: 4.0x measured, and the part that t and sqrt(n) alone give at equal spread
+    alone = 2.365 / 2.069 * math.sqrt(24 / 8)
+    assert kept == 8 and "≈4.0x as wide as on 24" in out and f"alone make it {alone:.1f}x" in out, out
     assert check_few_seeds("narrower", **ask) is False      # the two seed-count factors read backwards
     assert check_few_seeds("same", **ask) is False          # "the spread does not depend on n"
-    assert check_few_seeds(0.0842, **ask) is False          # a number, not one of the words
+    assert check_few_seeds(1.2, **ask) is False             # a number, not one of the words
     assert check_few_seeds(" Wider ", **ask) is True        # case and spaces are not mistakes
+    wrong_words = capsys.readouterr().out
+    assert wrong_words.count("Hint:") == 3
+    # an unbounded interval (the naive loss not resolved on these seeds) is wider, and the verdict says why
+    assert check_few_seeds("wider", **{**ask, "few": _fraction(-math.inf, math.inf)}) is True
+    assert "unbounded" in capsys.readouterr().out
     # the word follows the learner's own numbers: seeds that happen to agree closely give a narrower interval
-    assert check_few_seeds("narrower", **{**ask, "few": (0.04, 0.0101)}) is True
-    assert check_few_seeds("same", **{**ask, "few": (0.04, 0.0220)}) is True
-    assert check_few_seeds("wider", **{**ask, "kept": 8}) is False     # all seeds: nothing changed
+    assert check_few_seeds("narrower", **{**ask, "few": _fraction(0.55, 0.70)}) is True
+    assert check_few_seeds("same", **{**ask, "few": _fraction(0.45, 0.76)}) is True
+    assert check_few_seeds("wider", **{**ask, "kept": 24}) is False    # all seeds: nothing changed
     assert check_few_seeds("wider", **{**ask, "kept": 1}) is False     # no interval from one seed
     assert check_few_seeds(None, **ask) is False
     assert check_few_seeds("wider", **{**ask, "kept": None, "few": None}) is False
     out = capsys.readouterr().out
-    assert out.count("Hint:") == 5 and "not run yet" in out and "not answered yet" in out
-    for line in out.splitlines():
+    assert out.count("Hint:") == 2 and "not run yet" in out and "not answered yet" in out
+    for line in (wrong_words + out).splitlines():
         if line.startswith("[04.few_seeds] not yet"):
             assert "wider" not in line.split("Hint:")[1]   # the hint names the factors, not the word
+
+
+def test_few_seeds_solution_agrees_with_the_committed_check() -> None:
+    """E-9: the solution's comment claims no factor; the committed check prints the measured one and the part of t
+    and sqrt(n), computed from the seeds the notebook ran."""
+    from course_lib.training.stats import t_critical_95
+
+    (path,) = sorted((ROOT / "notebooks").glob("04_*.ipynb"))
+    comment = _solution_source("04", "answer = \"wider\"")
+    assert not re.search(r"\d+(\.\d+)?x", comment), comment
+    shown = [o.get("text", "") for c in _cells(path) if "check_few_seeds(" in c.source
+             for o in c.get("outputs", []) if o.get("name") == "stdout"]
+    namespace: dict[str, Any] = {}
+    exec(_solution_source("04", "FEW_SEEDS ="), namespace)  # noqa: S102
+    kept = namespace["FEW_SEEDS"]
+    seeds = int(re.search(r"as wide as on (\d+)", "".join(shown)).group(1))
+    alone = t_critical_95(kept - 1) / t_critical_95(seeds - 1) * math.sqrt(seeds / kept)
+    assert f"[04.few_seeds] correct: on {kept} seeds" in "".join(shown)
+    assert f"alone make it {alone:.1f}x" in "".join(shown)
 
 
 # --- 05: fit alpha and beta (code), predict, change the cycle time ----------------------------------

@@ -63,7 +63,8 @@ def test_scaling_efficiency_and_its_interval():
 #: (file, function) of every verdict; each must call the owner and compare no interval end itself.
 VERDICTS = [("course_lib/lessons/measured.py", "at_least"), ("course_lib/lessons/ablation.py", "decide"),
             ("course_lib/lessons/ablation.py", "ladder_table"), ("course_lib/lessons/knobs.py", "compare"),
-            ("course_lib/lessons/widgets.py", "superlinear_notes"), ("benchmarks/stats.py", "goal_verdict")]
+            ("course_lib/lessons/widgets.py", "superlinear_notes"), ("benchmarks/stats.py", "goal_verdict"),
+            ("course_lib/lessons/recovery.py", "recovery_word")]
 OWNERS = {"interval_verdict", "ci_verdict"}
 
 
@@ -115,3 +116,41 @@ def test_spread_upper_bound_follows_the_chi_square_table() -> None:
     assert stats.spread_upper_bound(1.0, 100) < stats.spread_upper_bound(1.0, 10)   # more samples, tighter
     with pytest.raises(ValueError, match="samples >= 2"):
         stats.spread_upper_bound(1.0, 1)
+
+
+def test_paired_ratio_interval_is_fiellers() -> None:
+    """Against a hand computation: a = (2, 3, 4), b = (4, 5, 7), t(2) = 4.303."""
+    ratio, low, high = stats.paired_ratio_ci95([2.0, 3.0, 4.0], [4.0, 5.0, 7.0])
+    assert ratio == pytest.approx(9 / 16)
+    # means 3, 16/3; variances of the means 1/3, (7/3)/3; covariance 1.5/3; the quadratic's roots:
+    t2, va, vb, cab = 4.303 ** 2, 1 / 3, 7 / 9, 0.5
+    q2, q1, q0 = (16 / 3) ** 2 - t2 * vb, -2 * (3 * 16 / 3 - t2 * cab), 9 - t2 * va
+    assert q2 > 0
+    root = math.sqrt(q1 * q1 - 4 * q2 * q0)
+    assert (low, high) == pytest.approx(((-q1 - root) / (2 * q2), (-q1 + root) / (2 * q2)))
+
+
+def test_paired_ratio_interval_is_unbounded_when_the_denominator_is_not_resolved() -> None:
+    ratio, low, high = stats.paired_ratio_ci95([1.0, 1.1, 0.9, 1.0], [0.5, -0.4, 0.6, -0.5])
+    assert (low, high) == (-math.inf, math.inf) and ratio == pytest.approx(4.0 / 0.2)
+    assert stats.interval_verdict(low, high, 1.0) is None      # "cannot tell"
+    assert math.isnan(stats.paired_ratio_ci95([1.0, 2.0], [1.0, -1.0])[0])
+    with pytest.raises(ValueError, match="same length"):
+        stats.paired_ratio_ci95([1.0, 2.0], [1.0])
+    with pytest.raises(ValueError, match="same length >= 2"):
+        stats.paired_ratio_ci95([1.0], [1.0])
+
+
+def test_paired_ratio_interval_covers_the_true_ratio_95_percent_of_the_time() -> None:
+    """Simulated paired data (correlated, 8 pairs, true ratio 0.7): the interval holds 0.7 in about 95 % of draws."""
+    import numpy as np
+
+    rng = np.random.default_rng(4)
+    covered = 0
+    draws = 2000
+    for _ in range(draws):
+        b = rng.normal(6.0, 3.0, 8)
+        a = 0.7 * b + rng.normal(0.0, 2.0, 8)
+        _, low, high = stats.paired_ratio_ci95(list(a), list(b))
+        covered += low <= 0.7 <= high
+    assert 0.93 <= covered / draws <= 0.97

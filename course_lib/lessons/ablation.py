@@ -17,11 +17,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from course_lib.training.stats import CANNOT_TELL, ci_verdict, interval_verdict, mean_ci95, t_critical_95
+from course_lib.training.stats import CANNOT_TELL, ci_verdict, interval_verdict, mean_ci95
 
-__all__ = ["Config", "changes", "emulation", "updates_to_target", "target_from_baseline",
-           "plateau_reductions", "pick_on_validation", "grid_edge", "paired_difference", "decide",
-           "gap_verdict", "seeds_needed", "images_ratio", "time_to_target_winner", "explain", "seed_table",
+__all__ = ["Config", "changes", "updates_to_target", "target_from_baseline", "paired_difference",
+           "decide", "images_ratio", "paired_speed_ratio", "time_to_target_winner", "explain", "seed_table",
            "ladder_table", "plot_curves"]
 
 
@@ -89,14 +88,6 @@ def _pairs(config: Config) -> list[tuple[str, str]]:
             if value is not None and value is not False]
 
 
-def emulation(workers: int, backward_passes_per_step: int) -> str:
-    """How a run makes its global batch: ``"none"``, ``"2 workers"``, ``"accumulation x8"``..."""
-    parts = [f"{workers} workers"] if workers > 1 else []
-    if backward_passes_per_step > 1:
-        parts.append(f"accumulation x{backward_passes_per_step}")
-    return " + ".join(parts) or "none"
-
-
 def updates_to_target(curve: Sequence[tuple[int, float]], target: float) -> int | None:
     """Updates done when the validation accuracy first reached ``target`` (``None``: never).
 
@@ -130,75 +121,6 @@ def target_from_baseline(baseline: Sequence[Mapping[str, Any]], fraction: float)
     return fraction * sum(float(t["val_accuracy"]) for t in baseline) / len(baseline)
 
 
-def plateau_reductions(losses: Sequence[float], patience: int, min_delta: float = 1e-4) -> list[int]:
-    """Epochs (1-based) at whose end Keras' ``ReduceLROnPlateau(monitor="loss")`` would cut the rate.
-
-    The same rule as Keras (mode "min", no cooldown): an epoch improves when its loss is below the
-    best so far minus ``min_delta``; after ``patience`` epochs in a row without improvement the rate
-    is cut and the count restarts. A run whose loss falls every epoch never cuts it.
-
-    Args:
-        losses: Training loss per epoch, in order.
-        patience: Epochs without improvement before a cut, >= 1 (the script uses 1).
-        min_delta: Smallest decrease that counts as an improvement.
-
-    Raises:
-        ValueError: ``patience`` below 1.
-    """
-    if patience < 1:
-        raise ValueError(f"patience must be >= 1, got {patience}")
-    best, wait, cuts = float("inf"), 0, []
-    for epoch, loss in enumerate(losses, start=1):
-        if loss < best - min_delta:
-            best, wait = loss, 0
-            continue
-        wait += 1
-        if wait >= patience:
-            cuts.append(epoch)
-            wait = 0
-    return cuts
-
-
-def pick_on_validation(results: Mapping[Any, Sequence[Mapping[str, Any]]]) -> tuple[Any, Any]:
-    """The candidate value with the best mean VALIDATION accuracy (the test set is never read).
-
-    Args:
-        results: ``{candidate value: [trial, ...]}`` (trials of :func:`~course_lib.lessons.trials.train_trial`).
-
-    Returns:
-        ``(best value, DataFrame of candidate, val_accuracy mean, seeds)``.
-
-    Raises:
-        ValueError: No candidates.
-    """
-    import pandas as pd
-
-    if not results:
-        raise ValueError("give at least one candidate")
-    rows = [{"candidate": value, "val_accuracy": mean_ci95([t["val_accuracy"] for t in runs])[0],
-             "seeds": len(runs)} for value, runs in results.items()]
-    best = max(rows, key=lambda row: row["val_accuracy"])["candidate"]
-    return best, pd.DataFrame(rows).set_index("candidate")
-
-
-def grid_edge(chosen: float, candidates: Sequence[float], floor: float | None = None) -> str | None:
-    """Where a tuned value sits in its grid: ``"low"`` or ``"high"`` edge, ``None`` inside it.
-
-    A value at an edge means the best may lie beyond the grid (extend it there); the lower edge is
-    no such sign when it equals ``floor``, a value nothing can go below (a warm-up of 0 updates).
-
-    Raises:
-        ValueError: ``chosen`` is not one of ``candidates``.
-    """
-    if chosen not in candidates:
-        raise ValueError(f"{chosen!r} is not one of the candidates {list(candidates)}")
-    if len(candidates) > 1 and chosen == max(candidates):
-        return "high"
-    if chosen == min(candidates) and chosen != floor:
-        return "low"
-    return None
-
-
 def paired_difference(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]],
                       key: str = "test_accuracy") -> tuple[float, float]:
     """Mean of ``a[key] - b[key]`` over the seeds both ran, and its 95 % CI half-width.
@@ -217,32 +139,6 @@ def decide(mean: float, half: float, threshold: float = 0.0) -> str:
     """``"above"`` when the CI ``mean ± half`` lies above ``threshold``, ``"below"`` when below,
     ``"cannot tell"`` when it contains it (:func:`course_lib.training.stats.ci_verdict` in words)."""
     return {True: "above", False: "below", None: CANNOT_TELL}[ci_verdict(mean, half, threshold)]
-
-
-def gap_verdict(gap: float, half: float, tolerance: float) -> str:
-    """Is the recipe's gap to the baseline (baseline minus recipe) within ``tolerance``?
-
-    ``"within"`` when the whole CI ``gap ± half`` lies below the tolerance, ``"not within"`` when it lies
-    above, ``"cannot tell"`` when it contains it.
-    """
-    return {"below": "within", "above": "not within", CANNOT_TELL: CANNOT_TELL}[decide(gap, half, tolerance)]
-
-
-def seeds_needed(spread: float, half_width: float, most: int = 100) -> int | None:
-    """The fewest seeds whose 95 % CI half-width, ``t(n-1) × spread / sqrt(n)``, is at most ``half_width``.
-
-    Args:
-        spread: Standard deviation of the per-seed paired differences (from a pilot).
-        half_width: The half-width the comparison needs.
-        most: Seeds beyond which the answer is ``None`` (this design cannot do it).
-
-    Raises:
-        ValueError: ``spread`` negative or ``half_width`` not positive.
-    """
-    if spread < 0 or half_width <= 0:
-        raise ValueError(f"need spread >= 0 and half_width > 0, got {spread} and {half_width}")
-    return next((n for n in range(2, most + 1) if t_critical_95(n - 1) * spread / math.sqrt(n) <= half_width),
-                None)
 
 
 def images_ratio(large: Sequence[Mapping[str, Any]], small: Sequence[Mapping[str, Any]], large_batch: int,
@@ -264,6 +160,40 @@ def images_ratio(large: Sequence[Mapping[str, Any]], small: Sequence[Mapping[str
         ratios.append(reach_large * large_batch / (reach_small * small_batch))
     if not ratios:
         raise ValueError("the two rows have no seed in common")
+    return mean_ci95(ratios)
+
+
+def paired_speed_ratio(ladders: Sequence[tuple[Sequence[Mapping[str, Any]], Sequence[Sequence[Mapping[str, Any]]]]],
+                       images_per_epoch: int) -> tuple[float, float]:
+    """How many times the images/s of the small batch the large batch runs, paired round by round.
+
+    A round is one seed's runs of one ladder, made one after the other (in alternating order from round to
+    round, so that a drift of the machine slows both batches alike). The ratio is taken within each round (the
+    large-batch runs' mean images/s over the small-batch run's) and averaged over the rounds of every ladder.
+
+    Args:
+        ladders: Per ladder, ``(small-batch trials, [large-batch trials of each large row])``; each trial has
+            ``seed`` and ``epoch_s`` (training seconds per epoch).
+        images_per_epoch: Training images of one epoch.
+
+    Returns:
+        Mean ratio and its 95 % CI half-width over the rounds.
+
+    Raises:
+        ValueError: No round (no seed run by the small row and every large row of a ladder).
+
+    Introduced in notebooks/04_large_batch.ipynb.
+    """
+    def rate(trial: Mapping[str, Any]) -> float:
+        return images_per_epoch * len(trial["epoch_s"]) / math.fsum(trial["epoch_s"])
+
+    ratios = []
+    for small, large in ladders:
+        by_seed = [{t["seed"]: rate(t) for t in row} for row in large]
+        ratios += [sum(row[t["seed"]] for row in by_seed) / len(by_seed) / rate(t) for t in small
+                   if all(t["seed"] in row for row in by_seed)]
+    if not ratios:
+        raise ValueError("no round: the small-batch rows and the large-batch rows have no seed in common")
     return mean_ci95(ratios)
 
 

@@ -155,13 +155,6 @@ def _scaled_lr(base_lr: float, workers: int) -> float:
     return peak_lr({"base_lr": base_lr, "base_batch": 1, "batch": workers, "lr_scaling": "linear"})
 
 
-def _updates_ratio(growth: int) -> int:
-    # Any data set both batches divide gives the same ratio; the smallest: `growth` images, batches 1 and growth.
-    small = epochs.epoch_arithmetic(growth, 1, 1)["updates_per_epoch"]
-    large = epochs.epoch_arithmetic(growth, growth, 1)["updates_per_epoch"]
-    return small // large
-
-
 EXERCISES: dict[str, Exercise] = {exercise.key: exercise for exercise in [
     Exercise("00.global_batch", "MirroredStrategy with {replicas} replicas and a per-replica batch of "
              "{per_replica_batch}: what is the global batch?", {"per_replica_batch": 64, "replicas": 4}, "integer",
@@ -197,8 +190,6 @@ EXERCISES: dict[str, Exercise] = {exercise.key: exercise for exercise in [
     Exercise("03.scaled_lr", "Base learning rate {base_lr} for one worker; linear scaling rule with {workers} "
              "workers: learning rate?", {"base_lr": 0.001, "workers": 8}, "real",
              "by what factor did the global batch grow", _scaled_lr),
-    Exercise("04.steps_ratio", "Same epochs, {growth}× larger global batch: how many times fewer optimizer "
-             "steps?", {"growth": 8}, "integer", "how does the number of steps in one epoch depend on the global batch", _updates_ratio),
 ]}
 
 

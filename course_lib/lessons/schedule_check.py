@@ -6,8 +6,8 @@ it with the rate the notebook's own runs use (:func:`reference_rate`: TensorFlow
 typical mistakes to name the one made, in a hint that names the mistake, not the formula. It prints and returns
 its verdict the one way :mod:`course_lib.lessons.selfcheck` defines, and ``coding_checks`` re-exports it.
 
-:func:`check_few_seeds` is the "change the analysis" exercise: the learner recomputes the SGD gap's CI on fewer
-seeds and predicts how its half-width moves; the expected word comes from the learner's own numbers.
+:func:`check_few_seeds` is the prediction exercise: the learner recomputes the recovered fraction's interval on
+fewer seeds and predicts how it moves; the expected word comes from the learner's own numbers.
 
 Introduced in notebooks/04_large_batch.ipynb.
 """
@@ -17,9 +17,11 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
+from course_lib.lessons.recovery import Recovery
 from course_lib.lessons.selfcheck import learner_call, right, waiting, word_answer, wrong
 from course_lib.lessons.trials import peak_lr
 from course_lib.training import schedules
+from course_lib.training.stats import t_critical_95
 
 __all__ = ["LR_KEY", "LR_CASES", "reference_rate", "check_lr_schedule", "SEEDS_KEY", "SEED_WORDS",
            "check_few_seeds"]
@@ -113,20 +115,22 @@ def check_lr_schedule(learning_rate: Callable[..., Any]) -> bool:
     return right(LR_KEY, f"your schedule gives the course's rate at all {checked} updates checked")
 
 
-def check_few_seeds(answer: Any, *, kept: int | None, few: tuple[float, float] | None, full: tuple[float, float],
-                    seeds: int, aim: float) -> bool:
-    """Self-check ``04.few_seeds``: the SGD gap recomputed on the first ``kept`` seeds; which way did its CI move?
+def check_few_seeds(answer: Any, *, kept: int | None, few: Recovery | None, full: Recovery, seeds: int) -> bool:
+    """Self-check ``04.few_seeds``: the recovered fraction recomputed on the first ``kept`` seeds; which way did its
+    95 % interval move?
 
-    The expected word comes from the learner's own numbers: ``"wider"`` (or ``"narrower"``) when the 95 % CI
-    half-width on ``kept`` seeds differs from the one on all ``seeds`` by more than a tenth, else ``"same"``.
+    The expected word comes from the learner's own numbers: ``"wider"`` (or ``"narrower"``) when the interval on
+    ``kept`` seeds is more than a tenth wider (narrower) than the one on all ``seeds``, else ``"same"``; an
+    unbounded interval (the naive loss not resolved from 0) is wider. The verdict splits the factor: the part
+    that ``t`` and ``sqrt(n)`` alone give at equal spread, and the rest, which is how much the kept seeds spread.
 
     Args:
         answer: ``"wider"``, ``"narrower"`` or ``"same"``; ``None``: not answered yet.
         kept: Seeds the learner kept (2 or more, fewer than ``seeds``); ``None``: not run yet.
-        few: ``(gap, half-width)`` on the kept seeds, in accuracy.
-        full: ``(gap, half-width)`` on all the seeds, in accuracy.
+        few: The recovered fraction on the kept seeds (:func:`course_lib.lessons.recovery.recovered_fraction`;
+            infinite ends: unbounded).
+        full: The recovered fraction on all the seeds.
         seeds: Seeds of the full comparison.
-        aim: The half-width the design asked for (accuracy), named in the verdict.
 
     Returns:
         True when the word matches what the learner's numbers show.
@@ -141,14 +145,17 @@ def check_few_seeds(answer: Any, *, kept: int | None, few: tuple[float, float] |
     word = word_answer(SEEDS_KEY, answer, SEED_WORDS)
     if word is None:
         return False
-    ratio = few[1] / full[1]
+    unbounded = math.isinf(few.high - few.low)
+    ratio = math.inf if unbounded else (few.high - few.low) / (full.high - full.low)
     expected = "wider" if ratio > 1.1 else "narrower" if ratio < 1 / 1.1 else "same"
     if word != expected:
         return wrong(SEEDS_KEY, f"the interval of your recomputation is not {word}.",
-                     "compare the two half-widths printed above; which two factors of the half-width depend on "
+                     "compare the two intervals printed above; which two factors of a 95 % interval depend on "
                      "the number of seeds")
-    meets = "meets" if few[1] <= aim else "misses"
-    why = ("fewer seeds give a larger t factor and divide by a smaller square root of n" if expected == "wider" else
-           "these few seeds happened to spread less than all of them, which a design cannot count on")
-    return right(SEEDS_KEY, f"on {kept} seeds the half-width is ≈{ratio:.1f}x the one on {seeds}: {why}; it {meets} "
-                 f"the design's aim of {100 * aim:.0f} points")
+    if unbounded:
+        return right(SEEDS_KEY, f"on {kept} seeds the interval is unbounded: the naive loss itself is not resolved "
+                     "from 0, so no fraction of it can be told")
+    alone = t_critical_95(kept - 1) / t_critical_95(seeds - 1) * math.sqrt(seeds / kept)
+    return right(SEEDS_KEY, f"on {kept} seeds the interval is ≈{ratio:.1f}x as wide as on {seeds}. A larger t and a "
+                 f"smaller sqrt(n) alone make it {alone:.1f}x at equal spread; the rest is how much these {kept} "
+                 "seeds happen to spread")

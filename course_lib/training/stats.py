@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["t_critical_95", "spread_upper_bound", "mean_ci95", "CANNOT_TELL", "interval_verdict", "ci_verdict", "scaling_efficiency"]
+__all__ = ["t_critical_95", "spread_upper_bound", "mean_ci95", "paired_ratio_ci95", "CANNOT_TELL", "interval_verdict",
+           "ci_verdict", "scaling_efficiency"]
 
 #: The word of a verdict whose interval contains the threshold.
 CANNOT_TELL = "cannot tell"
@@ -99,6 +100,45 @@ def mean_ci95(values: list[float]) -> tuple[float, float]:
         return mean, math.nan
     var = math.fsum((v - mean) ** 2 for v in values) / (k - 1)
     return mean, t_critical_95(k - 1) * math.sqrt(var / k)
+
+
+def paired_ratio_ci95(numerators: list[float], denominators: list[float]) -> tuple[float, float, float]:
+    """A ratio of two paired means, ``mean(a) / mean(b)``, and its 95 % interval by Fieller's theorem.
+
+    The interval holds every ratio ``r`` for which the per-pair values ``a_i - r b_i`` have a mean whose
+    t-interval (:func:`mean_ci95`) contains 0: exact when those values are normal, it keeps the pairing (the
+    covariance of ``a`` and ``b``) and needs no large sample, unlike a bootstrap over a few pairs or the
+    delta method. When the denominator's own interval reaches 0 the set is unbounded (the ratio cannot be
+    told): both ends are then infinite.
+
+    Args:
+        numerators: ``a_i``, one per pair.
+        denominators: ``b_i``, in the same order.
+
+    Returns:
+        ``(ratio, low, high)``; ``(ratio, -inf, inf)`` when the denominator is not resolved from 0
+        (ratio NaN when its mean is 0).
+
+    Raises:
+        ValueError: Lists of different lengths, or fewer than 2 pairs.
+
+    Introduced in notebooks/04_large_batch.ipynb.
+    """
+    n = len(numerators)
+    if n != len(denominators) or n < 2:
+        raise ValueError(f"need two lists of the same length >= 2, got {n} and {len(denominators)}")
+    mean_a, mean_b = math.fsum(numerators) / n, math.fsum(denominators) / n
+    var_a = math.fsum((a - mean_a) ** 2 for a in numerators) / (n - 1) / n
+    var_b = math.fsum((b - mean_b) ** 2 for b in denominators) / (n - 1) / n
+    cov = math.fsum((a - mean_a) * (b - mean_b) for a, b in zip(numerators, denominators)) / (n - 1) / n
+    ratio = mean_a / mean_b if mean_b else math.nan
+    t2 = t_critical_95(n - 1) ** 2
+    # (mean_a - r mean_b)^2 <= t^2 (var_a - 2 r cov + r^2 var_b): a quadratic q2 r^2 + q1 r + q0 <= 0
+    q2, q1, q0 = mean_b ** 2 - t2 * var_b, -2 * (mean_a * mean_b - t2 * cov), mean_a ** 2 - t2 * var_a
+    if q2 <= 0:
+        return ratio, -math.inf, math.inf
+    root = math.sqrt(max(q1 * q1 - 4 * q2 * q0, 0.0))
+    return ratio, (-q1 - root) / (2 * q2), (-q1 + root) / (2 * q2)
 
 
 def interval_verdict(low: float, high: float, threshold: float, *, inclusive: bool = False) -> bool | None:

@@ -19,8 +19,6 @@ SOLUTIONS = {
     # 03_horovod
     "03.epochs": 469,            # 60 000 / 4 workers = 15 000 each; 15 000 / 32 = 468.75 -> 469 steps
     "03.scaled_lr": 0.008,       # 0.001 x 8 workers = 0.008
-    # 04_large_batch
-    "04.steps_ratio": 8,         # updates per epoch = N / B, so B x 8 gives 8x fewer updates
 }
 
 # Typical wrong answers a learner gives, per exercise (the self-check must reject them).
@@ -34,7 +32,6 @@ WRONG = {
     "02.replicas_steps": [938, 468],
     "03.epochs": [1_875, 117],
     "03.scaled_lr": [0.001, 0.000125],
-    "04.steps_ratio": [1, 64],
 }
 
 # Coding exercises: the solution is a file; the self-check reads the learner's run, not a stored value.
