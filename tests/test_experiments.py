@@ -4,6 +4,7 @@ sentences written from its verdict (issue 44: a sentence that states a measured 
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import nbformat
@@ -212,3 +213,24 @@ def test_the_sweep_figure_draws_the_paired_interval_the_verdict_uses(monkeypatch
     low, high = bars.get_segments()[1][:, 1]
     assert (high - low) / 2 == pytest.approx(compared.ci95)
     assert len(experiments.plot_batch_sweep(sweep.table).axes) == 1   # a table alone: one panel
+
+
+# --- issue 45: the learner's markdown of 00-02 holds no maintainer material --------------------------
+MAINTAINER = re.compile(r"\bnbval\b|\bsanitiz|\btest suite\b|\bload average\b|\bpilots?\b|\bcommit\b|"
+                        r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b", re.I)
+
+
+@pytest.mark.parametrize("name", ["00_setup", "01_data_parallelism", "02_mirrored_strategy"])
+def test_learner_markdown_holds_no_maintainer_material(name: str) -> None:
+    cells = nbformat.read(NOTEBOOK_01.parent / f"{name}.ipynb", as_version=4).cells
+    generated = re.compile(r"<!-- run-times:begin.*?<!-- run-times:end -->", re.S)   # the recording tool's line
+    markdown = [generated.sub("", c.source) for c in cells if c.cell_type == "markdown"
+                and not {"solution", "instructor"} & set(c.get("metadata", {}).get("tags", []))]
+    found = [m.group(0) for text in markdown for m in MAINTAINER.finditer(text)]
+    assert not found, f"{name}: {found} belongs in instructor/notes/{name}.md"
+
+
+def test_the_maintainer_material_check_can_fail() -> None:
+    for text in ("until commit 11f149b", "a pilot at load average 5", "nbval masks it", "the test suite"):
+        assert MAINTAINER.search(text), text
+    assert not MAINTAINER.search("the ≈ sign; batch 256 over batch 16; 1.2e-07; sha256 of the images")

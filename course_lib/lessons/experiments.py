@@ -1,16 +1,12 @@
 """Live single-device experiments shown in the notebooks.
 
-:func:`batch_size_sweep` measures the course CNN's training throughput at several batch sizes on
-one device (a bigger batch gives the hardware more work per step, up to a point), with the
-course's :class:`~course_lib.training.callbacks.Throughput` callback, so the figures count only the images
-that really ran and leave the warm-up (tracing) epochs out. The batch sizes train **in turn, one epoch
-each per round**, in the order of :func:`round_order` (ABC, CBA, ABC, …: ABBA for more than two), so a
-slowdown of the machine moves all of them, and :meth:`BatchSweep.compare` puts two batch sizes against
-each other round by round, where that slowdown cancels: a :class:`PairedRatio` with its 95 % interval,
-its verdict, and the sentences a notebook shows about it (written from the verdict, so that the text
-says what the measurement decided). A round in which an epoch kept far fewer cores busy than that batch
-size's best epoch (:func:`course_lib.training.throughput.below_peak_cpu`) is run again, all batch sizes
-together, while a small budget lasts.
+:func:`batch_size_sweep` measures the course CNN's training images/s at several batch sizes on one device, with
+the course's ``Throughput`` callback (images that really ran, warm-up epochs left out). The batch sizes train one
+epoch each per round, in the order of :func:`round_order` (ABC, CBA, …: ABBA), so a slowdown of the machine moves
+all of them; :meth:`BatchSweep.compare` puts two batch sizes against each other round by round, where it cancels:
+a :class:`PairedRatio`, its verdict, and the sentences a notebook shows about it, written from that verdict. A
+round in which an epoch kept far fewer cores busy than that batch size's best (``throughput.below_peak_cpu``) is
+run again while a small budget lasts.
 
 Introduced in notebooks/01_data_parallelism.ipynb.
 """
@@ -103,9 +99,9 @@ class PairedRatio:
                     "a neighbour that took cores during one batch size's epochs, can do this; run the cell "
                     "again to see whether it repeats.")
         return (f"**This run cannot tell {big} from {small}** ({self._measured()}: the interval contains 1). "
-                "The machine's noise was larger than the difference in this short measurement, so nothing "
-                "about the batch size follows from it; `cpu_per_wall` shows how many cores each batch size "
-                "got. Run the cell again on a quieter machine.")
+                "Whatever difference there is stays inside this short measurement's noise, so nothing about "
+                "the batch size follows from it; `cpu_per_wall` shows how many cores each batch size got. Run "
+                "the cell again on a quieter machine.")
 
     def summary(self) -> str:
         """The summary's bullet about the sweep (Markdown), as decided by the verdict."""
@@ -114,7 +110,7 @@ class PairedRatio:
                 "False": f"one device processed fewer images per second at batch {self.larger} than at batch "
                          f"{self.smaller}: the larger batch did not pay on this run",
                 "cannot tell": f"this run could not tell batch {self.larger} from batch {self.smaller} on one "
-                               "device: the machine's noise was larger than the difference"}[self.verdict]
+                               "device: the difference, if any, stayed inside the noise"}[self.verdict]
         return f"- Measured here, {said} ({self._measured()})."
 
 
@@ -137,15 +133,7 @@ class BatchSweep:
     rerun_rounds: int = 0
 
     def compare(self, larger: int, smaller: int) -> PairedRatio:
-        """Batch ``larger`` against batch ``smaller``, round by round: :meth:`ratio` with its verdict and words.
-
-        Args:
-            larger: A batch size of the sweep (the numerator).
-            smaller: Another one (the denominator).
-
-        Raises:
-            KeyError: A batch size the sweep did not run.
-        """
+        """:meth:`ratio` as a :class:`PairedRatio`, with its verdict and words (same arguments and errors)."""
         ratio, ci, rounds = self.ratio(larger, smaller)
         return PairedRatio(larger, smaller, ratio, ci, rounds)
 

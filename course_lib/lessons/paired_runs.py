@@ -57,9 +57,9 @@ def train_in_rounds(configs: Mapping[str, tuple[Sequence[str], int]], images: np
         raise ValueError(f"need rounds >= 2 (round 0 traces the graphs) and a configuration, got {rounds}, {configs}")
     import tensorflow as tf  # late: TensorFlow starts only when the runs do
 
-    from course_lib.training import consumption, models, pipeline
-    from course_lib.training.callbacks import Throughput
-    from course_lib.training.keras2 import keras
+    from course_lib.training import consumption, models, pipeline  # late: models and pipeline import TensorFlow
+    from course_lib.training.callbacks import Throughput  # late: callbacks imports TensorFlow
+    from course_lib.training.keras2 import keras  # late: keras2 imports TensorFlow
 
     keras.backend.clear_session()
     runs: dict[str, dict[str, Any]] = {}
