@@ -41,7 +41,7 @@ def test_self_check_rejects_wrong_answers(key: str, capsys: pytest.CaptureFixtur
 
 
 def test_unanswered_and_unknown() -> None:
-    assert check("00.steps", None) is False
+    assert check("00.global_batch", None) is False
     with pytest.raises(KeyError, match="known:"):
         check("99.nothing", 1)
 
@@ -68,27 +68,20 @@ def test_near_misses_are_rejected_at_the_boundary(key: str, capsys: pytest.Captu
 def test_integer_answers_are_numbers_not_text_or_booleans(capsys: pytest.CaptureFixture[str]) -> None:
     assert check("00.global_batch", "256") is False
     assert check("00.global_batch", 256.0) is True
-    assert check("02.loss_scale", True) is False
+    assert check("02.replicas_steps", True) is False
     capsys.readouterr()
 
 
 def test_expected_answers_come_from_course_lib_not_from_literals(monkeypatch: pytest.MonkeyPatch) -> None:
     """The checker follows the library: break the library's arithmetic and the checker changes its mind."""
-    from course_lib.lessons import concepts
     from course_lib.training import epochs
 
-    real_table, real_arith = concepts.allreduce_cost_table, epochs.epoch_arithmetic
-
-    def tripled_ring(mb: float, workers: list[int]) -> Any:
-        table = real_table(mb, workers)
-        return table.assign(ring_mb_per_worker=3 * table["ring_mb_per_worker"])
+    real_arith = epochs.epoch_arithmetic
 
     def one_step_more(*args: Any, **kwargs: Any) -> dict[str, int]:
         arith = real_arith(*args, **kwargs)
         return {**arith, "steps_per_epoch": arith["steps_per_epoch"] + 1}
 
-    monkeypatch.setattr(concepts, "allreduce_cost_table", tripled_ring)
-    assert not EXERCISES["01.ring_bytes"].accepts(answers.SOLUTIONS["01.ring_bytes"])
     monkeypatch.setattr(epochs, "epoch_arithmetic", one_step_more)
     assert not EXERCISES["03.epochs"].accepts(answers.SOLUTIONS["03.epochs"])
 
@@ -348,7 +341,7 @@ def test_coding_self_check_without_a_run(capsys: pytest.CaptureFixture[str]) -> 
 # --- the coding exercise of 02: one replica's step of a custom training loop -----------------------
 #: One fresh interpreter holds the two simulated devices and their MirroredStrategy for both 02 tests
 #: (test_replica_step_check_accepts_the_solution_and_rejects_wrong_steps, then
-#: test_02_notebook_solutions_replica_step_and_divisor_experiment): the fixture replica_step_runs runs this
+#: test_02_notebook_solution_replica_step): the fixture replica_step_runs runs this
 #: prelude, then REPLICA_STEP_CHECK, a separator line, then REPLICA_STEP_NOTEBOOK.
 REPLICA_STEP_PRELUDE = r'''
 import importlib.util, json, sys
@@ -400,8 +393,8 @@ def replica_step_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, st
     step = _solution_source("02", "def my_replica_step(")
     code = (REPLICA_STEP_PRELUDE + REPLICA_STEP_CHECK + f"print({REPLICA_STEP_SEPARATOR!r}, flush=True)\n"
             + REPLICA_STEP_NOTEBOOK)
-    proc = subprocess.run([sys.executable, "-c", code, str(SOLUTIONS_FILE), step, json.dumps(NOTEBOOK_WRONG_STEPS),
-                           _solution_source("02", "DIVIDE_BY =")], capture_output=True, text=True, timeout=300,
+    proc = subprocess.run([sys.executable, "-c", code, str(SOLUTIONS_FILE), step, json.dumps(NOTEBOOK_WRONG_STEPS)],
+                          capture_output=True, text=True, timeout=300,
                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, cwd=tmp_path_factory.mktemp("replica"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     check_out, separator, notebook_out = proc.stdout.partition(REPLICA_STEP_SEPARATOR + "\n")
@@ -528,7 +521,7 @@ def test_every_committed_self_check_output_is_a_verdict_line() -> None:
             if cell.cell_type == "code" and re.search(r"\bcheck\w*\(", cell.source) and text:
                 assert VERDICT_LINE.match(_first_line(text)), f"{notebook.name}: {text!r}"
                 seen += 1
-    assert seen >= 20
+    assert seen >= 15   # 19 after 00-02 kept one or two exercises each (issue 45)
 
 
 def test_the_verdict_line_pattern_can_fail() -> None:
@@ -809,9 +802,8 @@ def test_discovery_check_placeholder(capsys: pytest.CaptureFixture[str]) -> None
     assert "not written yet" in capsys.readouterr().out
 
 
-# --- issue 30: the solution cells of 01-03, and the "change the experiment" exercises of 02 and 03 ----
-NUMERIC_SOLUTIONS = {"01.ring_bytes": "01", "01.efficiency": "01", "01.trap": "01", "02.loss_scale": "02",
-                     "02.replicas_steps": "02", "03.epochs": "03", "03.scaled_lr": "03"}
+# --- issue 30: the solution cells of 02-03, and the "change the experiment" exercise of 03 -------------------
+NUMERIC_SOLUTIONS = {"02.replicas_steps": "02", "03.epochs": "03", "03.scaled_lr": "03"}
 
 
 @pytest.mark.parametrize("key", sorted(NUMERIC_SOLUTIONS))
@@ -876,18 +868,13 @@ def test_03_notebook_solution_runs_the_solution_script() -> None:
 
 
 REPLICA_STEP_NOTEBOOK = r'''
-from course_lib.lessons import experiment_checks
 source = sys.argv[2]
 verdicts = {}
 for name, (old, new) in json.loads(sys.argv[3]).items():
     namespace = {"keras": keras, "tf": tf}
     exec(source.replace(old, new), namespace)
     verdicts[name] = check_replica_step(namespace["my_replica_step"], strategy)
-namespace = {"strategy": strategy}
-exec(sys.argv[4], namespace)
-gaps = {"solution": experiment_checks.divisor_weight_gap(strategy, namespace["DIVIDE_BY"]),
-        "global": experiment_checks.divisor_weight_gap(strategy, experiment_checks.DIVISOR_BATCH)}
-print(json.dumps({"verdicts": verdicts, "gaps": gaps, "divide_by": namespace["DIVIDE_BY"]}))
+print(json.dumps({"verdicts": verdicts}))
 '''
 NOTEBOOK_WRONG_STEPS = {
     "solution": ("", ""),
@@ -898,10 +885,9 @@ NOTEBOOK_WRONG_STEPS = {
 
 
 @pytest.mark.slow  # TensorFlow in a subprocess (replica_step_runs)
-def test_02_notebook_solutions_replica_step_and_divisor_experiment(replica_step_runs: tuple[str, str],
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    from course_lib.lessons.experiment_checks import check_divisor_experiment
-
+def test_02_notebook_solution_replica_step(replica_step_runs: tuple[str, str]) -> None:
+    """02's solution passes its check; the "then try" of the exercise (divide by one replica's images,
+    ``per_replica_batch``) and the other typical slips fail it."""
     step = _solution_source("02", "def my_replica_step(")
     for name, (old, _new) in NOTEBOOK_WRONG_STEPS.items():
         assert step.count(old) == 1 or not old, f"02's solution no longer has {old!r} ({name})"
@@ -909,28 +895,6 @@ def test_02_notebook_solutions_replica_step_and_divisor_experiment(replica_step_
     found = json.loads(out.strip().splitlines()[-1])
     assert found["verdicts"] == {"solution": True, "per_replica_batch": False, "fixed_global_batch": False,
                                  "no_update": False}, out
-    assert found["gaps"]["global"] < 1e-5 < 1e-3 < found["gaps"]["solution"], found   # far from "cannot tell"
-    namespace: dict[str, Any] = {}
-    exec(_solution_source("02", 'answer = "'), namespace)  # noqa: S102
-    assert check_divisor_experiment(namespace["answer"], divide_by=found["divide_by"],
-                                    gap=found["gaps"]["solution"]) is True
-    capsys.readouterr()
-
-
-def test_divisor_experiment_check(capsys: pytest.CaptureFixture[str]) -> None:
-    from course_lib.lessons.experiment_checks import DIVISOR_BATCH, check_divisor_experiment
-
-    assert check_divisor_experiment("differ", divide_by=16, gap=0.2) is True
-    assert check_divisor_experiment("agree", divide_by=16, gap=0.2) is False           # the wrong prediction
-    assert check_divisor_experiment("Agree", divide_by=64, gap=1e-7) is True           # what was measured decides
-    assert check_divisor_experiment("differ", divide_by=DIVISOR_BATCH, gap=0.0) is False   # nothing changed
-    assert check_divisor_experiment("differ", divide_by=31, gap=1e-4) is False         # cannot tell
-    assert check_divisor_experiment("same", divide_by=16, gap=0.2) is False            # not one of the words
-    assert check_divisor_experiment(None, divide_by=16, gap=0.2) is False
-    assert check_divisor_experiment("differ", divide_by=None, gap=None) is False
-    out = capsys.readouterr().out
-    assert out.count("Hint:") == 4 and "not run yet" in out and "not answered yet" in out
-    assert "cannot tell" in out and "nothing was changed" in out
 
 
 def _fake_run(digests: dict[int, str], *flags: str) -> Any:

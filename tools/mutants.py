@@ -75,7 +75,7 @@ MUTANTS: tuple[Mutant, ...] = (
            "course_lib/lessons/experiments.py",
            "        if not disturbed(fresh):",
            "        if True:",
-           ("tests/test_callbacks.py",)),
+           ("tests/test_experiments.py",)),
     Mutant("nbval_waits_on_a_dead_kernel", "a killed kernel holds nbval until the cell limit",
            "tests/notebooks/harness.py",
            "nbval.kernel.RunningKernel.get_message = _get_message_watching_the_kernel",

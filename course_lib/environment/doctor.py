@@ -174,7 +174,7 @@ def _horovodrun_path() -> str | None:
 
 def _check_python() -> Check:
     found = sys.version_info[:2]
-    course_venv = course_root() / ".venv"
+    course_venv = (course_root() / ".venv").resolve()   # a symlinked .venv (a worktree's) is still the course's
     where = "the course's .venv" if Path(sys.prefix).resolve() == course_venv else sys.prefix
     text = f"{sys.version.split()[0]} ({where})"
     if found not in PYTHONS_SUPPORTED:

@@ -132,7 +132,7 @@ def replica_weight_gap(replica_step: Callable[..., Any], strategy: Any, *, seed:
     A small model (one dense layer, plain SGD) is trained with ``strategy.run(replica_step, ...)`` over
     ``images`` random images in global batches of ``global_batch`` (56 in 32: a full step, then a partial one),
     and the same model on one device with the plain mean loss over the same images. Used by
-    :func:`check_replica_step` and by the divisor experiment of notebooks/02_mirrored_strategy.ipynb.
+    :func:`check_replica_step` (notebooks/02_mirrored_strategy.ipynb).
 
     Args:
         replica_step: ``replica_step(model, optimizer, images, labels)``, run on every replica.

@@ -2,8 +2,7 @@
 
 Each exercise has a key (``"02.global_batch"``), a question written from its own ``numbers``, a
 solver and a hint. The solver computes the expected answer from those numbers with the course's
-own functions (``training.epochs``, ``training.pipeline``, ``training.throughput``,
-``lessons.concepts``, ``lessons.scaling``, ``lessons.trials``), so no answer is written down here
+own functions (``training.epochs``, ``training.pipeline``, ``lessons.trials``), so no answer is written down here
 and a learner who opens this file in the lab reads the method, not the number. Answers that are
 not a formula (a choice, a word) are compared as a salted sha256 of the normalised text.
 
@@ -26,14 +25,11 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from course_lib.lessons import concepts
 from course_lib.lessons.selfcheck import right, waiting, wrong
 from course_lib.lessons.coding_checks import check_horovod_run, check_replica_step, check_ring_allreduce, steps_shown
 from course_lib.lessons.trials import peak_lr
 from course_lib.training import epochs
-from course_lib.training.pipeline import samples_per_epoch, steps_per_epoch
-from course_lib.training.stats import scaling_efficiency
-from course_lib.training.throughput import ThroughputMeter
+from course_lib.training.pipeline import steps_per_epoch
 
 __all__ = ["Exercise", "EXERCISES", "check", "answer_digest", "check_horovod_run", "check_replica_step",
            "check_ring_allreduce", "steps_shown"]
@@ -130,26 +126,6 @@ def _replica_steps(train_size: int, per_replica_batch: int, replicas: int) -> in
     return steps_per_epoch(train_size, per_replica_batch * replicas)
 
 
-def _ring_mb(gradient_mb: float, workers: int) -> float:
-    return float(concepts.allreduce_cost_table(gradient_mb, [workers]).iloc[0]["ring_mb_per_worker"])
-
-
-def _efficiency(single_rate: float, devices: int, multi_rate: float) -> float:
-    return scaling_efficiency(multi_rate, single_rate, devices)[0]
-
-
-def _honest_rate(steps: int, global_batch: int, seconds: float, train_size: int) -> float:
-    ticks = iter([0.0] + [seconds * (i + 1) / steps for i in range(steps)])  # a fake clock: one read per step
-    meter = ThroughputMeter(global_batch, samples_per_epoch=samples_per_epoch(train_size), warmup_epochs=0,
-                            verbose=False, clock=lambda: next(ticks))
-    meter.on_train_begin()
-    meter.on_epoch_begin(0)
-    for step in range(steps):
-        meter.on_train_batch_end(step)
-    meter.on_epoch_end(0)
-    return meter.summary().images_per_sec_mean
-
-
 def _scaled_lr(base_lr: float, workers: int) -> float:
     # At a fixed per-worker batch the global batch grows with the workers (batches in per-worker units).
     return peak_lr({"base_lr": base_lr, "base_batch": 1, "batch": workers, "lr_scaling": "linear"})
@@ -159,25 +135,6 @@ EXERCISES: dict[str, Exercise] = {exercise.key: exercise for exercise in [
     Exercise("00.global_batch", "MirroredStrategy with {replicas} replicas and a per-replica batch of "
              "{per_replica_batch}: what is the global batch?", {"per_replica_batch": 64, "replicas": 4}, "integer",
              "how many images does ONE step process, counting every replica", _global_batch),
-    Exercise("00.steps", "{train_size} training images, global batch {per_worker_batch}, last partial batch "
-             "kept: steps in one epoch?", {"train_size": 60_000, "per_worker_batch": 256}, "integer",
-             "the last, partial batch is kept: does it count as a step", _steps),
-    Exercise("01.ring_bytes", "Ring all-reduce of a {gradient_mb} MB gradient over {workers} workers: MB sent "
-             "by each worker?", {"gradient_mb": 4.0, "workers": 8}, "real",
-             "count what one worker sends in the reduce-scatter and in the all-gather, "
-             "chunk by chunk, and add the two phases", _ring_mb),
-    Exercise("01.efficiency", "1 device: {single_rate} img/s; {devices} devices: {multi_rate} img/s. Scaling "
-             "efficiency (0..1)?", {"single_rate": 1000.0, "devices": 4, "multi_rate": 3000.0}, "real",
-             "compare the N-device rate with N perfect copies of the one-device rate", _efficiency),
-    Exercise("01.trap", "An epoch ran {steps} steps of global batch {global_batch} in {seconds} s ({train_size} "
-             "images in the data set). True images/s?",
-             {"steps": 58, "global_batch": 1024, "seconds": 10.0, "train_size": 60_000}, "real",
-             "count what ran: steps × global batch, not the data set's length", _honest_rate),
-    Exercise("02.loss_scale", "Custom loop, {replicas} replicas, per-replica batch {per_replica_batch}: by what "
-             "number must each replica divide its SUM of per-example losses?",
-             {"per_replica_batch": 32, "replicas": 2}, "integer",
-             "the all-reduce SUMS the replicas' gradients: which divisor makes that sum the mean "
-             "over all the images of the step", _global_batch),
     Exercise("02.replicas_steps", "Going from 1 to {replicas} replicas at a fixed per-replica batch of "
              "{per_replica_batch} on {train_size} images: steps per epoch with {replicas} replicas?",
              {"train_size": 60_000, "per_replica_batch": 64, "replicas": 2}, "integer",
@@ -197,7 +154,7 @@ def check(key: str, answer: Any) -> bool:
     """Print and return whether ``answer`` solves exercise ``key``.
 
     Args:
-        key: The exercise key shown in the notebook, e.g. ``"02.loss_scale"``.
+        key: The exercise key shown in the notebook, e.g. ``"02.replicas_steps"``.
         answer: The learner's answer; ``None`` means "not answered yet".
 
     Returns:

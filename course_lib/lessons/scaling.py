@@ -3,7 +3,8 @@
 Speed-up ``S_N = T_N / T_1`` and efficiency ``E_N = T_N / (N × T_1)``, where ``T_N`` is the
 throughput (images/s) with N devices. Weak scaling keeps the per-device batch fixed (the global
 batch grows with N); strong scaling keeps the global batch fixed. A table mixes one or the
-other, never both.
+other, never both. :func:`scaling_table` takes each run's own interval; for two runs measured in the same
+rounds, :func:`course_lib.lessons.paired_runs.paired_scaling_table` gives the paired one.
 
 Introduced in notebooks/02_mirrored_strategy.ipynb.
 """
@@ -214,7 +215,9 @@ def plot_scaling(table: "pandas.DataFrame", *, title: str = "",
     """Throughput vs N with the ideal line, and efficiency vs N, side by side, with error bars.
 
     Each measured point carries its 95 % interval where the table has one (``images_per_sec_ci95``,
-    ``efficiency_ci95``); a point without one is drawn without a bar.
+    ``efficiency_ci95``); a point without one is drawn without a bar. The efficiency's interval of a
+    paired table (``table.attrs["paired"]``, :mod:`course_lib.lessons.paired_runs`) is the paired one, and
+    its legend says so.
 
     Args:
         table: From :func:`scaling_table`.
@@ -240,9 +243,10 @@ def plot_scaling(table: "pandas.DataFrame", *, title: str = "",
     baseline = rates[devices.index(1)] if 1 in devices else rates[0] / devices[0]
     fig = Figure(figsize=(10, 4), layout="constrained")
     ax_rate, ax_eff = fig.subplots(1, 2)
+    paired = bool(table.attrs.get("paired"))
     ax_rate.plot(devices, [baseline * n for n in devices], "--", color="grey", label="ideal (linear)")
     ax_rate.errorbar(devices, rates, yerr=bars("images_per_sec_ci95"), fmt="o-", capsize=4,
-                     label="measured (95 % interval)")
+                     label="measured (95 % interval of each run)" if paired else "measured (95 % interval)")
     if ceiling is not None:
         ax_rate.axhline(ceiling[1], linestyle=":", color="tab:red", label=ceiling[0])
     ax_rate.set_xlabel("devices N")
@@ -252,7 +256,8 @@ def plot_scaling(table: "pandas.DataFrame", *, title: str = "",
     ax_rate.legend()
     ax_eff.axhline(100.0, linestyle="--", color="grey", label="ideal")
     ax_eff.errorbar(devices, [100.0 * float(e) for e in table["efficiency"]], yerr=bars("efficiency_ci95", 100.0),
-                    fmt="o-", capsize=4, label="measured (95 % interval)")
+                    fmt="o-", capsize=4, label="measured (paired 95 % interval, the verdict's)" if paired
+                    else "measured (95 % interval)")
     ax_eff.set_xlabel("devices N")
     ax_eff.set_ylabel("scaling efficiency (%)")
     ax_eff.set_xticks(devices)
