@@ -275,7 +275,7 @@ def test_setup_installs_the_build_of_its_variant(tmp_path: Path, listing: str | 
         assert keras2 not in pip, pip
     removed = [i for i, line in enumerate(pip) if line.startswith("uninstall")]
     if unwanted:
-        assert len(removed) == 1 and pip[removed[0]] == f"uninstall -q -y {unwanted} horovod", pip
-        assert removed[0] < pip.index(stack) and f"removing {unwanted} and Horovod" in out
+        assert len(removed) == 1 and pip[removed[0]] == f"uninstall -q -y {unwanted} tf-keras horovod", pip
+        assert removed[0] < pip.index(stack) and f"removing {unwanted}, tf-keras and Horovod" in out
     else:
         assert removed == [], pip

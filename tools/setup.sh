@@ -140,13 +140,14 @@ say "installing the pinned stack ($variant build of TensorFlow $(pin tensorflow)
 # tensorflow and tensorflow-cpu install the same tensorflow/ folder: one installed over the other leaves a mix,
 # and removing one afterwards deletes files the other needs. So a build this machine does not take (a venv made
 # before the course installed tensorflow-cpu, or on a machine that since gained or lost a GPU) is removed
-# first, and Horovod with it: it was compiled against that build.
+# first, and Horovod with it (it was compiled against that build), and tf-keras (installed again below; left
+# in place, its requirement on `tensorflow` would make pip report a conflict while it installs tensorflow-cpu).
 unwanted=$(course_py -m course_lib.environment.tensorflow_build unwanted "$variant") \
     || die "could not read which TensorFlow build this venv holds (above)"
 if [ -n "$unwanted" ]; then
-    say "removing $unwanted and Horovod: this machine takes the $variant build"
+    say "removing $unwanted, tf-keras and Horovod: this machine takes the $variant build"
     # shellcheck disable=SC2086  # one word per distribution
-    "${PIP[@]}" uninstall -q -y $unwanted horovod
+    "${PIP[@]}" uninstall -q -y $unwanted tf-keras horovod
 fi
 # The stack: pyproject.toml's extra named by the variant (gpu: tensorflow[and-cuda] with tf-keras; cpu:
 # tensorflow-cpu) and the profile's extras. tf-keras requires `tensorflow` by that name: on cpu it is installed

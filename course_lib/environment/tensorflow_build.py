@@ -25,6 +25,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from typing import Mapping
 
 from course_lib.training.files import course_root
@@ -93,9 +94,7 @@ def expected_build(variant: str, machine: str | None = None) -> str | None:
     Returns:
         ``"tensorflow-cpu"`` or ``"tensorflow"``; None when pyproject.toml is missing or names neither.
     """
-    import tomllib
-
-    from packaging.requirements import Requirement
+    from packaging.requirements import Requirement  # late: a fresh venv has no packaging when set-up asks the variant
 
     try:
         extras = tomllib.loads((course_root() / "pyproject.toml").read_text())["project"]["optional-dependencies"]
@@ -112,7 +111,7 @@ def expected_build(variant: str, machine: str | None = None) -> str | None:
 def _explained(line: str) -> bool:
     """Whether a ``pip check`` line is a requirement met under another name (:data:`PROVIDES`): e.g.
     "tf-keras 2.18.0 requires tensorflow, which is not installed." next to a tensorflow-cpu its range admits."""
-    from packaging.requirements import Requirement
+    from packaging.requirements import Requirement  # late: a fresh venv has no packaging when set-up asks the variant
 
     match = _PIP_MISSING.fullmatch(line.strip())
     if not match:
