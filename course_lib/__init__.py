@@ -35,8 +35,9 @@ and each layer's imports as ``tests/test_layers.MAY_IMPORT`` enforces them.
     ``launch_checks`` (06) (the self-checks), ``coverage`` (every image once), ``display``
     (what a cell shows) and ``widgets`` (the control panel).
 ``environment/`` (imports training, runner)
-    The learner's machine: ``doctor`` (``python -m course_lib doctor``), ``machine`` (what a measurement
-    ran on: the ``machine:`` stamp), ``lab`` (``make lab``) and ``course_contents`` (what the course folder holds).
+    The learner's machine: ``doctor`` (``python -m course_lib doctor``), ``tensorflow_build`` (which TensorFlow
+    build the machine takes and has), ``machine`` (what a measurement ran on: the ``machine:`` stamp), ``lab``
+    (``make lab``) and ``course_contents`` (what the course folder holds).
 
 Importing the package itself does no work: it does not import TensorFlow, so
 ``course_lib.training.devices.simulate_devices`` can still run before TensorFlow starts.

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.environment import doctor
+from course_lib.environment import doctor, tensorflow_build
 from course_lib.environment.lab import lab_command
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,7 +27,7 @@ PIN = re.compile(r"^([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?==([^\s;]+)")
 # The pins the course was measured with (issue 2; TensorFlow 2.18 with tf-keras since issue 34). Changing one
 # is a deliberate act: update the constraints file, then this list.
 MEASURED = {
-    "tensorflow": "2.18.1", "tf-keras": "2.18.0", "horovod": "0.28.1", "numpy": "2.0.2", "protobuf": "5.29.6",
+    "tensorflow": "2.18.1", "tensorflow-cpu": "2.18.1", "tf-keras": "2.18.0", "horovod": "0.28.1", "numpy": "2.0.2", "protobuf": "5.29.6",
     "tensorflow-datasets": "4.9.10", "tensorflow-metadata": "1.17.3", "importlib-resources": "7.1.0",
     "pyarrow": "25.0.1", "jupyterlab": "4.6.6", "ipywidgets": "8.1.9", "nbval": "0.11.0",
     "pytest": "9.2.0", "nbformat": "5.11.1", "nbclient": "0.11.0", "matplotlib": "3.11.2",
@@ -97,10 +97,14 @@ def test_setup_and_makefile_hold_no_pins_of_their_own() -> None:
 
 
 def test_installed_versions_are_the_locked_ones(constraints: dict[str, str]) -> None:
+    builds = tensorflow_build.installed_builds()
+    assert len(builds) == 1, f"one TensorFlow build must be installed, found {builds or 'none'}"
     wrong = []
     for name, version in constraints.items():
         if not _applies_here(name):
             continue  # a pin marked for another Python version
+        if name in tensorflow_build.BUILDS and name not in builds:
+            continue  # the other variant's TensorFlow build (the lock pins both at one version)
         found = _installed(name)
         if found != version:
             wrong.append(f"{name}: locked {version}, installed {found}")
@@ -145,7 +149,7 @@ def test_doctor_passes_here(doctor_here: subprocess.CompletedProcess[str]) -> No
     proc = doctor_here
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Verdict: ready for the course." in proc.stdout
-    for name in ("Python", "TensorFlow", "Horovod build", "CPU cores", "GPUs", "Fashion-MNIST",
+    for name in ("Python", "TensorFlow", "TensorFlow build", "Horovod build", "CPU cores", "GPUs", "Fashion-MNIST",
                  "JupyterLab", "ipywidgets"):
         assert f"] {name}:" in proc.stdout
 
@@ -368,3 +372,104 @@ def test_doctor_fails_on_corrupt_data_with_remedy(tmp_path: Path, capsys: pytest
     assert "→ delete the corrupt file(s) named above and reinstall: sudo apt-get install --reinstall" \
         in out
     assert "Verdict: NOT ready — fix: Fashion-MNIST." in out
+
+
+# ---------------------------------------------------------------- TensorFlow's build (issue 44: no red noise)
+def _load_harness():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("notebooks_harness_for_environment",
+                                                  ROOT / "tests" / "notebooks" / "harness.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow  # imports TensorFlow: ~4 s
+def test_tensorflow_starts_without_error_lines_on_a_cpu_machine() -> None:
+    """The venv set-up built starts TensorFlow, and lists its devices, without one level-E/F line on stderr.
+
+    On a CPU machine set-up installs tensorflow-cpu; the CUDA-capable ``tensorflow`` wheel logs "Unable to register
+    cuDNN/cuFFT/cuBLAS factory" and "failed call to cuInit" at level E here. The lines are judged by the notebooks'
+    own ERROR_PATTERNS (tests/notebooks/harness.py), with nothing allowed: not even stderr_allow.txt's entries.
+    """
+    variant, why = tensorflow_build.tensorflow_variant()
+    if variant != "cpu":
+        pytest.skip(f"this machine takes the {variant} build ({why})")
+    harness = _load_harness()
+    proc = subprocess.run([sys.executable, "-c", "import tensorflow as tf; print(tf.config.list_physical_devices())"],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "CPU" in proc.stdout
+    errors = harness.stderr_errors(proc.stderr, [])
+    assert errors == [], (f"TensorFlow ({', '.join(tensorflow_build.installed_builds())}) logged errors at start-up "
+                          "(`make doctor` says which build this venv holds and how to switch):\n" + "\n".join(errors))
+
+
+@pytest.mark.parametrize("gpu, builds, machine, status, words", [
+    ("0", {"tensorflow-cpu": "2.18.1"}, "x86_64", "ok", "the cpu build (COURSE_GPU=0)"),
+    ("0", {"tensorflow": "2.18.1"}, "x86_64", "warn", "cuInit errors"),      # today's shared venv
+    ("0", {"tensorflow": "2.18.1"}, "aarch64", "ok", "the cpu build"),        # no tensorflow-cpu wheel there
+    ("1", {"tensorflow": "2.18.1"}, "x86_64", "ok", "the gpu build (COURSE_GPU=1)"),
+    ("1", {"tensorflow-cpu": "2.18.1"}, "x86_64", "fail", "cannot use the GPUs"),
+    ("0", {"tensorflow": "2.18.1", "tensorflow-cpu": "2.18.1"}, "x86_64", "fail", "two wheels in one"),
+    ("0", {}, "x86_64", "fail", "no TensorFlow installed"),
+    ("yes", {"tensorflow-cpu": "2.18.1"}, "x86_64", "fail", "COURSE_GPU='yes'"),
+])
+def test_doctor_names_the_tensorflow_build_and_flags_the_wrong_one(
+        monkeypatch: pytest.MonkeyPatch, gpu: str, builds: dict[str, str], machine: str, status: str,
+        words: str) -> None:
+    monkeypatch.setenv("COURSE_GPU", gpu)
+    check = doctor._check_tensorflow_build(builds, machine)
+    assert check.name == "TensorFlow build" and check.status == status, check
+    assert words in check.detail, check
+    assert (check.remedy == "") == (status == "ok"), check
+    if status != "ok" and builds and gpu in "01":
+        assert "make setup" in check.remedy, check
+    if len(builds) == 2:
+        assert "pip uninstall -y tensorflow tensorflow-cpu" in check.remedy, check
+
+
+def test_each_variant_names_one_tensorflow_build_in_pyproject() -> None:
+    """pyproject.toml's extras are the one list of what a variant installs: cpu is tensorflow-cpu where PyPI has
+    that wheel (x86-64), else tensorflow; gpu is tensorflow[and-cuda]; only gpu lists tf-keras (see setup.sh)."""
+    assert tensorflow_build.expected_build("cpu", "x86_64") == "tensorflow-cpu"
+    assert tensorflow_build.expected_build("cpu", "aarch64") == "tensorflow"
+    assert tensorflow_build.expected_build("gpu", "x86_64") == "tensorflow"
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert any(line.startswith("tensorflow[and-cuda]") for line in extras["gpu"])
+    assert not any(line.startswith("tf-keras") for line in extras["cpu"])
+    assert any(line.startswith("tf-keras") for line in extras["gpu"])
+
+
+def test_pip_checks_complaint_about_tf_keras_is_explained_only_by_a_tensorflow_cpu_it_admits(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    line = "tf-keras 2.18.0 requires tensorflow, which is not installed."
+    requires = {"tf-keras": ["tensorflow<2.19,>=2.18"], "other": ["tensorflow"]}
+    monkeypatch.setattr(tensorflow_build.metadata, "requires", lambda dist: requires[dist])
+    for installed, explained in (("2.18.1", True), ("2.19.0", False), (None, False)):
+        monkeypatch.setattr(tensorflow_build, "_version", lambda name, v=installed: v if name == "tensorflow-cpu"
+                            else None)
+        assert tensorflow_build._explained(line) is explained, installed
+    monkeypatch.setattr(tensorflow_build, "_version", lambda name: "2.18.1")
+    assert not tensorflow_build._explained("tf-keras 2.18.0 requires numpy, which is not installed.")
+    assert not tensorflow_build._explained("tf-keras 2.18.0 has requirement tensorflow<2.19, but you have x.")
+
+
+def test_unmet_requirements_keeps_every_other_complaint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stand-in interpreter answers `-m pip check` with two complaints; only the explained one is dropped."""
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho 'tf-keras 2.18.0 requires tensorflow, which is not installed.'\n"
+                    "echo 'jupyterlab 4.6.6 requires httpx, which is not installed.'\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(tensorflow_build, "_explained", lambda line: line.startswith("tf-keras"))
+    assert tensorflow_build.unmet_requirements(str(fake)) == [
+        "jupyterlab 4.6.6 requires httpx, which is not installed."]
+    fake.write_text("#!/bin/sh\necho 'No broken requirements found.'\n")
+    assert tensorflow_build.unmet_requirements(str(fake)) == []
+    assert tensorflow_build.unmet_requirements(str(tmp_path / "none"))[0].startswith("pip check did not run")
+
+
+def test_this_venv_is_consistent() -> None:
+    """What set-up checks after its install: `pip check`, with tensorflow-cpu standing for tf-keras's tensorflow."""
+    assert tensorflow_build.unmet_requirements() == []

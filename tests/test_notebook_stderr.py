@@ -31,10 +31,15 @@ def _conftest():
 
 
 nbc = _conftest()
-ALLOWED = nbc.load_allow_list()
+ALLOWED = nbc.load_allow_list(variant="cpu")       # a CPU machine's list (tensorflow-cpu)
+ALLOWED_GPU = nbc.load_allow_list(variant="gpu")   # a GPU machine's (tensorflow[and-cuda]): the @gpu entries too
 CUDNN = ("2026-01-01 12:00:00.123456: E external/local_xla/xla/stream_executor/cuda/cuda_dnn.cc:9261] "
          "Unable to register cuDNN factory: Attempting to register factory for plugin cuDNN when one has "
          "already been registered")
+CUINIT = ("2026-01-01 12:00:00.123456: E external/local_xla/xla/stream_executor/cuda/cuda_driver.cc:152] failed "
+          "call to cuInit: INTERNAL: CUDA error: Failed call to cuInit: UNKNOWN ERROR (303)")
+DT_HALF = ("2026-01-01 12:00:00.123456: E tensorflow/core/util/util.cc:131] oneDNN supports DT_HALF only on "
+           "platforms with AVX-512. Falling back to the default Eigen-based implementation if present.")
 
 
 @pytest.mark.parametrize("line", [
@@ -47,13 +52,15 @@ CUDNN = ("2026-01-01 12:00:00.123456: E external/local_xla/xla/stream_executor/c
     "CRITICAL:root:out of memory",
     "tensorflow_datasets.core.registered.DatasetNotFoundError: Dataset fashion_mnist not found.",
     "[0]<stderr>:ValueError: bad shape",
+    CUDNN,            # the CUDA-capable wheel on a CPU machine (issue 44): set-up installs tensorflow-cpu there
+    "[1]<stderr>:" + CUINIT,
 ])
 def test_error_lines_are_caught(line: str) -> None:
     assert nbc.stderr_errors(f"a harmless line\n{line}\n", ALLOWED) == [line]
 
 
 @pytest.mark.parametrize("line", [
-    CUDNN,
+    DT_HALF,
     "2026-01-01 12:00:00.123456: W tensorflow/core/framework/local_rendezvous.cc:404] aborting",
     "WARNING:tensorflow:Callback method `on_train_batch_end` is slow",
     "/x/keras/src/engine/training.py:3103: UserWarning: You are saving your model as an HDF5 file",
@@ -62,6 +69,27 @@ def test_error_lines_are_caught(line: str) -> None:
 ])
 def test_warnings_and_allowed_lines_pass(line: str) -> None:
     assert nbc.stderr_errors(line + "\n", ALLOWED) == []
+    assert nbc.stderr_errors(line + "\n", ALLOWED_GPU) == []
+
+
+@pytest.mark.parametrize("line", [CUDNN, CUINIT.replace("UNKNOWN ERROR (303)", "CUDA_ERROR_NO_DEVICE")])
+def test_the_cuda_builds_start_up_lines_pass_on_gpu_machines_only(line: str) -> None:
+    assert nbc.stderr_errors(line + "\n", ALLOWED_GPU) == []
+    assert nbc.stderr_errors(line + "\n", ALLOWED) == [line]
+
+
+def test_gpu_only_entries_follow_this_machines_variant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without ``variant`` the list asks course_lib.environment.tensorflow_build (COURSE_GPU forces it), and an
+    @gpu pattern is checked as a regular expression on every machine."""
+    allow = tmp_path / "allow.txt"
+    allow.write_text("# everywhere\nplain\n\n# on GPU machines only\n@gpu gpu-only\n")
+    for forced, expected in (("0", ["plain"]), ("1", ["plain", "gpu-only"])):
+        monkeypatch.setenv("COURSE_GPU", forced)
+        monkeypatch.setattr(nbc, "_machine_variant", None)
+        assert [p.pattern for p in nbc.load_allow_list(allow)] == expected
+    allow.write_text("# on GPU machines only\n@gpu (unclosed\n")
+    with pytest.raises(ValueError, match="not a regular expression"):
+        nbc.load_allow_list(allow, variant="cpu")
 
 
 def test_allow_list_entries_are_commented_and_valid(tmp_path: Path) -> None:
@@ -109,7 +137,7 @@ def nbval_session(tmp_path_factory: pytest.TempPathFactory) -> NbvalSession:
                             "[1]<stderr>:RuntimeError: rank 1 died\n"), "print('after')"],
               ["step done\n", "after\n"])
     _notebook(folder / "good.ipynb",
-              [write.format(CUDNN + "\n"), write.format("WARNING:tensorflow:a harmless warning\n")],
+              [write.format(DT_HALF + "\n"), write.format("WARNING:tensorflow:a harmless warning\n")],
               ["step done\n", "step done\n"])
     _notebook(folder / "killed.ipynb", ["import os, signal\nos.kill(os.getpid(), signal.SIGKILL)"], [""])
     copy_notebook_harness(folder)

@@ -54,6 +54,7 @@ MUST_DIFFER = [
      "epoch 1: rank 0 wrote ../runs/03_horovod/checkpoints/epoch-0002/ckpt"),
     ("global batch: 128 before, 64 after resuming", "global batch: 128 before, 128 after resuming"),
     ("[  ok] CPU cores: 2", "[FAIL] CPU cores: 2"),                           # the doctor's status
+    ("[  ok] TensorFlow build: tensorflow-cpu 2.18.1", "[warn] TensorFlow build: tensorflow-cpu 2.18.1"),
     ("[  ok] TensorFlow: 2.15.1", "[  ok] TensorFlow: 2.16.1"),               # pinned versions
     ("every training image exactly once: True", "every training image exactly once: False"),
     ("['/job:localhost/replica:0/task:0/device:CPU:0']", "['/job:localhost/replica:0/task:0/device:CPU:1']"),
@@ -86,6 +87,8 @@ MUST_MATCH = [
      "measured: batch 256 processes 0.97x the images/s of batch 32"),
     ("[  ok] CPU cores: 2", "[  ok] CPU cores: 16"),
     ("[  ok] GPUs: none — this is a CPU-only machine", "[  ok] GPUs: 1 (NVIDIA H100 80GB HBM3)"),
+    ("[  ok] TensorFlow build: tensorflow-cpu 2.18.1 (the CPU-only build); this machine takes the cpu build",
+     "[  ok] TensorFlow build: tensorflow 2.18.1 (the CUDA-capable build); this machine takes the gpu build"),
     ("[  ok] Python: 3.11.7 (the course's .venv)", "[  ok] Python: 3.11.9 (the course's .venv)"),
     ("[  ok] Fashion-MNIST: /usr/share/datasets/fashion-mnist (4 files)",
      "[  ok] Fashion-MNIST: /home/learner/tensorflow_datasets (4 files)"),

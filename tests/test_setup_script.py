@@ -181,3 +181,101 @@ def test_doctor_fails_when_tf_keras_is_keras_3(monkeypatch: pytest.MonkeyPatch) 
 def test_setup_script_has_no_syntax_error() -> None:
     assert subprocess.run(["bash", "-n", str(SETUP)], capture_output=True).returncode == 0
     assert os.access(SETUP, os.R_OK)
+
+
+# ---------------------------------------------------------------- the TensorFlow build (issue 44: no red noise)
+from course_lib.environment import tensorflow_build  # noqa: E402
+
+
+def _nvidia_smi(folder: Path, listing: str) -> None:
+    smi = folder / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\nprintf '%s' '{listing}'\n")
+    smi.chmod(0o755)
+
+
+@pytest.mark.parametrize("env, listing, variant, why", [
+    ({}, None, "cpu", "nvidia-smi not found"),
+    ({}, "", "cpu", "nvidia-smi lists no GPU"),
+    ({}, "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1)\n", "gpu", "nvidia-smi lists 1 GPU(s): NVIDIA H100 80GB HBM3"),
+    ({"COURSE_GPU": "0"}, "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1)\n", "cpu", "COURSE_GPU=0"),
+    ({"COURSE_GPU": "1"}, None, "gpu", "COURSE_GPU=1"),
+    ({"COURSE_GPU": ""}, None, "cpu", "nvidia-smi not found"),
+], ids=["no-smi", "smi-no-gpu", "gpu", "forced-cpu", "forced-gpu", "empty"])
+def test_the_variant_is_decided_in_one_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: dict,
+                                             listing: str | None, variant: str, why: str) -> None:
+    if listing is not None:
+        _nvidia_smi(tmp_path, listing)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert tensorflow_build.tensorflow_variant(env) == (variant, why)
+
+
+def test_a_wrong_course_gpu_is_refused_with_what_to_write() -> None:
+    with pytest.raises(ValueError, match=r"COURSE_GPU='yes': use 1 .* 0 .* or leave it unset"):
+        tensorflow_build.tensorflow_variant({"COURSE_GPU": "yes"})
+
+
+def test_setup_asks_the_variant_and_decides_nothing_itself() -> None:
+    code = [line for line in SETUP.read_text().splitlines() if not line.lstrip().startswith("#")]
+    assert not [line for line in code if "nvidia-smi" in line or "COURSE_GPU" in line], (
+        "tools/setup.sh must ask course_lib.environment.tensorflow_build for the variant, not decide it")
+    assert any("tensorflow_build variant" in line for line in code)
+    # uv and pip install the same two lists: the stack, then (cpu) tf-keras without its dependencies
+    assert sum('"${STACK[@]}"' in line for line in code) == 2 and sum('"${KERAS2[@]}"' in line for line in code) == 2
+    assert any('KERAS2=(--no-deps "tf-keras==$(pin tf_keras)")' in line for line in code)
+    assert any("tensorflow_build check" in line for line in code)
+
+
+def _fake_venv(tmp_path: Path, unwanted: str) -> tuple[Path, Path]:
+    """A venv whose python records every call; pip calls succeed and install nothing, set-up's consistency check
+    ends the run (status 1), ``unwanted`` answers which TensorFlow build is to go; course_lib's other questions
+    (the variant) are answered by the real interpreter."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    calls = tmp_path / "calls"
+    python = venv / "bin" / "python"
+    python.write_text(
+        "#!/bin/sh\n"
+        f'echo "$*" >>"{calls}"\n'
+        'case "$*" in\n'
+        '  *"-m pip"*|*"-m compileall"*) exit 0 ;;\n'
+        f'  *"tensorflow_build unwanted"*) echo "{unwanted}"; exit 0 ;;\n'
+        '  *"tensorflow_build check"*) echo "stopped here by the test"; exit 1 ;;\n'
+        "esac\n"
+        f'exec {REAL_PYTHON} "$@"\n')
+    python.chmod(0o755)
+    return venv, calls
+
+
+@pytest.mark.parametrize("listing, unwanted, variant", [
+    (None, "", "cpu"),
+    (None, "tensorflow", "cpu"),       # a venv made with the CUDA-capable wheel on a CPU machine: switched
+    ("GPU 0: NVIDIA H100 (UUID: GPU-1)\n", "", "gpu"),
+], ids=["cpu", "cpu-switch", "gpu"])
+def test_setup_installs_the_build_of_its_variant(tmp_path: Path, listing: str | None, unwanted: str,
+                                                 variant: str) -> None:
+    """set-up on a fake venv (COURSE_NO_UV=1: pip): what it removes and installs, in order, for each variant."""
+    venv, calls = _fake_venv(tmp_path, unwanted)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    if listing is not None:
+        _nvidia_smi(bin_dir, listing)
+    env = {"COURSE_NO_UV": "1", "COURSE_GPU": "", "COURSE_PROFILE": "learner"}
+    proc, _ = _run_setup(tmp_path, {}, {**env, "COURSE_VENV": str(venv)}, existing_bin=True)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "stopped here by the test" in out, out
+    assert f"installing the pinned stack ({variant} build of TensorFlow" in out, out
+    pip = [line.split("-m pip --disable-pip-version-check ", 1)[1]
+           for line in calls.read_text().splitlines() if line.startswith("-m pip")]
+    stack = f"install -q --no-compile -c {CONSTRAINTS} -e {ROOT}[{variant},lab]"
+    keras2 = f"install -q --no-compile -c {CONSTRAINTS} --no-deps tf-keras=={doctor._pin('tf_keras')}"
+    assert stack in pip, pip
+    if variant == "cpu":
+        assert pip.index(keras2) == pip.index(stack) + 1, pip
+    else:
+        assert keras2 not in pip, pip
+    removed = [i for i, line in enumerate(pip) if line.startswith("uninstall")]
+    if unwanted:
+        assert len(removed) == 1 and pip[removed[0]] == f"uninstall -q -y {unwanted} tf-keras horovod", pip
+        assert removed[0] < pip.index(stack) and f"removing {unwanted}, tf-keras and Horovod" in out
+    else:
+        assert removed == [], pip

@@ -76,3 +76,13 @@ def test_setup_falls_back_to_pip_on_status_3_and_the_learner_edition_ships_the_s
     setup = (ROOT / "tools" / "setup.sh").read_text()
     assert 'tools/uv_install.py"' in setup and '[ "$rc" = 3 ]' in setup and "COURSE_NO_UV" in setup
     assert '"tools/uv_install.py"' in (ROOT / "tools" / "student.py").read_text()
+
+
+def test_uv_installs_tf_keras_without_its_dependencies_as_asked(tmp_path: Path) -> None:
+    """Set-up's second uv call on a CPU machine (tf-keras, whose `tensorflow` requirement tensorflow-cpu meets)
+    reaches uv with --no-deps and the constraints, as pip's fallback gets them."""
+    python, uv, record = _fakes(tmp_path, "")
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "uv_install.py"), str(uv), str(python),
+                           "-c", "constraints.txt", "--no-deps", "tf-keras==2.18.0"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(record.read_text())["argv"][-4:] == ["-c", "constraints.txt", "--no-deps", "tf-keras==2.18.0"]

@@ -85,5 +85,31 @@ def test_setup_installs_a_cached_wheel_only_after_the_checks_of_a_build() -> Non
     installs = [line for line in script.splitlines() if "install -q" in line and ("whl" in line or "$cached" in line)]
     assert len(installs) == 2 and all("--no-deps" not in line and '-c "$CONSTRAINTS"' in line for line in installs)
     assert '"$WHEEL_CACHE" drop "$HVD_KEY"' in script and "COURSE_NO_BUILD_CACHE" in script
-    for part in ("$HVD_SDIST_SHA256", "$HVD_PATCH", "$variant", "$hvd_flags", "uname -m", "sys.version"):
+    for part in ("$HVD_SDIST_SHA256", "$HVD_PATCH", "$variant", "$hvd_flags", "uname -m", '"$WHEEL_CACHE" built-against'):
         assert part in script[script.index('"$WHEEL_CACHE" key'):script.index("|| HVD_KEY=")], part
+
+
+def _versions(installed: dict[str, str]):
+    def version(name: str) -> str:
+        if name not in installed:
+            raise wheel_cache.metadata.PackageNotFoundError(name)
+        return installed[name]
+    return version
+
+
+def test_a_build_against_tensorflow_cpu_never_matches_one_against_the_cuda_capable_wheel() -> None:
+    """Both wheels install the same ``tensorflow`` package at the same version, but their libraries differ: the
+    key names the build by distribution (issue 44), so set-up never installs a Horovod built against the other."""
+    common = {"tf-keras": "2.18.0", "numpy": "2.0.2"}
+    cpu = wheel_cache.built_against(_versions({"tensorflow-cpu": "2.18.1", **common}), python="3.12.1 (main)")
+    cuda = wheel_cache.built_against(_versions({"tensorflow": "2.18.1", **common}), python="3.12.1 (main)")
+    assert cpu == "3.12.1 (main) tensorflow==- tensorflow-cpu==2.18.1 tf-keras==2.18.0 numpy==2.0.2"
+    assert cuda == "3.12.1 (main) tensorflow==2.18.1 tensorflow-cpu==- tf-keras==2.18.0 numpy==2.0.2"
+    assert wheel_cache.key([*PARTS[:4], cpu]) != wheel_cache.key([*PARTS[:4], cuda])
+
+
+def test_built_against_is_what_this_interpreter_has() -> None:
+    line = subprocess.run([sys.executable, str(ROOT / "tools" / "wheel_cache.py"), "built-against"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    assert line == wheel_cache.built_against() and line.startswith(sys.version)
+    assert all(f" {name}==" in line for name in wheel_cache.BUILT_AGAINST)

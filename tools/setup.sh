@@ -5,8 +5,11 @@
 #      Slurm, munge, sshd and iproute2, the local cluster of the tests) when root with apt;
 #      otherwise the exact list to install is printed and set-up goes on where it can;
 #   2. a Python 3.12 (else 3.11) virtual environment in .venv/;
-#   3. the pinned stack from requirements/constraints.txt (tensorflow with tf-keras, or tensorflow[and-cuda]
-#      where nvidia-smi sees a GPU or COURSE_GPU=1), course_lib installed editable;
+#   3. the pinned stack from requirements/constraints.txt, course_lib installed editable, and the TensorFlow
+#      build this machine takes (course_lib.environment.tensorflow_build.tensorflow_variant, the one place that
+#      decides): gpu where nvidia-smi lists a GPU or COURSE_GPU=1: tensorflow[and-cuda] with tf-keras; else cpu:
+#      tensorflow-cpu, the CPU-only wheel (no CUDA start-up errors), with tf-keras installed without its
+#      dependencies (it requires `tensorflow`, the CUDA-capable wheel) and checked (docs/decisions/tensorflow-2.18.md);
 #   4. Horovod compiled against that TensorFlow (Gloo + MPI; NCCL on GPU hosts) from its source package
 #      (sha256-checked) with the course's patches, requirements/patches/horovod-<version>.patch;
 #   5. the venv's Jupyter kernel registered as `python3`.
@@ -69,35 +72,6 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # --- 2. interpreter and venv -------------------------------------------------------------------------
-variant=cpu
-if [ "${COURSE_GPU:-}" = 1 ]; then
-    variant=gpu
-elif [ "${COURSE_GPU:-}" != 0 ] && command -v nvidia-smi >/dev/null; then
-    gpus=$(nvidia-smi -L 2>&1 || true)
-    if grep -q '^GPU ' <<<"$gpus"; then variant=gpu; else say "nvidia-smi found no GPU: $gpus"; fi
-fi
-
-# The room's proxy lock counts when present (the learner edition ships without classroom/).
-ROOM_LOCK=()
-[ -f "$ROOT/classroom/package-lock.json" ] && ROOM_LOCK=("$ROOT/classroom/package-lock.json")
-HVD_VERSION=$(pin horovod)
-HVD_PATCH=$ROOT/requirements/patches/horovod-$HVD_VERSION.patch
-# The source package set-up builds from (PyPI's horovod-0.28.1.tar.gz), checked before it is unpacked.
-HVD_SDIST_SHA256=92a43f5a94c43907a56805bad15f19700c62ffc83b7ca483f9e104e229f67ef0
-# A line hunk 4 of the patch adds to horovod/tensorflow/keras/callbacks.py: its presence in the installed
-# file shows the patched build is the one installed (course_lib.environment.doctor checks the same line).
-HVD_PATCH_MARKER="K = keras.backend  # tf.keras's own backend"
-stamp_id=$( { cat "$CONSTRAINTS" "$ROOT/pyproject.toml" "${BASH_SOURCE[0]}" "$ROOT/tools/jupyterlab-overrides.json" "${ROOM_LOCK[@]}" "$HVD_PATCH"; echo "$variant"; } | sha256sum | cut -c1-16)
-STAMP=$VENV/.course-setup-$stamp_id-$PROFILE
-if [ "$PROFILE" = learner ] && [ -f "$VENV/.course-setup-$stamp_id-full" ]; then
-    STAMP=$VENV/.course-setup-$stamp_id-full  # a full set-up includes everything the learner needs
-fi
-if [ -f "$STAMP" ] && [ "${COURSE_FORCE_SETUP:-0}" != 1 ] && [ -x "$VENV/bin/horovodrun" ] \
-        && "$VENV/bin/python" -c "import course_lib"; then
-    say "already set up ($variant build, $PROFILE profile, stamp $stamp_id); checked in $(( $(date +%s) - START )) s"
-    exit 0
-fi
-
 if [ ! -x "$VENV/bin/python" ]; then
     py=${PYTHON:-}
     if [ -z "$py" ]; then
@@ -130,20 +104,71 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$py" -m venv "$VENV" || die "could not create the venv (Debian/Ubuntu: sudo apt-get install python$pyv-venv)"
 fi
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
+# course_lib from this folder (the venv's editable install may not exist yet), for what set-up asks it; -P: not
+# a course_lib in the folder set-up was started from.
+course_py() { PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "$VENV/bin/python" -P "$@"; }
+# The TensorFlow build this machine takes: asked, never decided here (COURSE_GPU=1/0 forces it).
+variant_line=$(course_py -m course_lib.environment.tensorflow_build variant) \
+    || die "could not decide the TensorFlow build (above)"
+variant=${variant_line%%$'\t'*}
+variant_why=${variant_line#*$'\t'}
+
+# The room's proxy lock counts when present (the learner edition ships without classroom/).
+ROOM_LOCK=()
+[ -f "$ROOT/classroom/package-lock.json" ] && ROOM_LOCK=("$ROOT/classroom/package-lock.json")
+HVD_VERSION=$(pin horovod)
+HVD_PATCH=$ROOT/requirements/patches/horovod-$HVD_VERSION.patch
+# The source package set-up builds from (PyPI's horovod-0.28.1.tar.gz), checked before it is unpacked.
+HVD_SDIST_SHA256=92a43f5a94c43907a56805bad15f19700c62ffc83b7ca483f9e104e229f67ef0
+# A line hunk 4 of the patch adds to horovod/tensorflow/keras/callbacks.py: its presence in the installed
+# file shows the patched build is the one installed (course_lib.environment.doctor checks the same line).
+HVD_PATCH_MARKER="K = keras.backend  # tf.keras's own backend"
+stamp_id=$( { cat "$CONSTRAINTS" "$ROOT/pyproject.toml" "${BASH_SOURCE[0]}" "$ROOT/tools/jupyterlab-overrides.json" "${ROOM_LOCK[@]}" "$HVD_PATCH"; echo "$variant"; } | sha256sum | cut -c1-16)
+STAMP=$VENV/.course-setup-$stamp_id-$PROFILE
+if [ "$PROFILE" = learner ] && [ -f "$VENV/.course-setup-$stamp_id-full" ]; then
+    STAMP=$VENV/.course-setup-$stamp_id-full  # a full set-up includes everything the learner needs
+fi
+if [ -f "$STAMP" ] && [ "${COURSE_FORCE_SETUP:-0}" != 1 ] && [ -x "$VENV/bin/horovodrun" ] \
+        && "$VENV/bin/python" -c "import course_lib"; then
+    say "already set up ($variant build, $PROFILE profile, stamp $stamp_id); checked in $(( $(date +%s) - START )) s"
+    exit 0
+fi
 
 # --- 3. the pinned stack ------------------------------------------------------------------------------
-say "installing the pinned stack ($variant build of TensorFlow $(pin tensorflow))"
+say "installing the pinned stack ($variant build of TensorFlow $(pin tensorflow): $variant_why)"
 "${PIP[@]}" install -q "pip==$(pin pip)" "setuptools==$(pin setuptools)" "wheel==$(pin wheel)"
+# tensorflow and tensorflow-cpu install the same tensorflow/ folder: one installed over the other leaves a mix,
+# and removing one afterwards deletes files the other needs. So a build this machine does not take (a venv made
+# before the course installed tensorflow-cpu, or on a machine that since gained or lost a GPU) is removed
+# first, and Horovod with it (it was compiled against that build), and tf-keras (installed again below; left
+# in place, its requirement on `tensorflow` would make pip report a conflict while it installs tensorflow-cpu).
+unwanted=$(course_py -m course_lib.environment.tensorflow_build unwanted "$variant") \
+    || die "could not read which TensorFlow build this venv holds (above)"
+if [ -n "$unwanted" ]; then
+    say "removing $unwanted, tf-keras and Horovod: this machine takes the $variant build"
+    # shellcheck disable=SC2086  # one word per distribution
+    "${PIP[@]}" uninstall -q -y $unwanted tf-keras horovod
+fi
+# The stack: pyproject.toml's extra named by the variant (gpu: tensorflow[and-cuda] with tf-keras; cpu:
+# tensorflow-cpu) and the profile's extras. tf-keras requires `tensorflow` by that name: on cpu it is installed
+# after the stack, without its dependencies (uv and pip alike), and the check below ("pip check" with
+# tensorflow-cpu standing for tensorflow) shows nothing is missing or conflicting.
+STACK=(-e "${ROOT}[$variant,$EXTRAS]")
+KERAS2=()
+if [ "$variant" = cpu ]; then KERAS2=(--no-deps "tf-keras==$(pin tf_keras)"); fi
 # uv where it can (tools/uv_install.py): it downloads in parallel and links files from its cache, so that a
 # second set-up on a machine installs in seconds; it is given pip's configuration of this machine (indexes,
 # find-links, constraints, certificate) and leaves the work to pip when a setting has no uv equivalent, when
 # uv cannot be installed or fails, or with COURSE_NO_UV=1. --compile-bytecode: pip's .pyc files, on every core.
+uv_install() {
+    "$VENV/bin/python" "$ROOT/tools/uv_install.py" "$VENV/bin/uv" "$VENV/bin/python" --quiet --compile-bytecode \
+        -c "$CONSTRAINTS" "$@"
+}
 installed_with=
 if [ "${COURSE_NO_UV:-0}" != 1 ]; then
     if ! "${PIP[@]}" install -q "uv==$(pin uv)"; then
         say "uv $(pin uv) could not be installed (above): installing with pip"
-    elif "$VENV/bin/python" "$ROOT/tools/uv_install.py" "$VENV/bin/uv" "$VENV/bin/python" --quiet \
-            --compile-bytecode -c "$CONSTRAINTS" -e "$ROOT[$variant,$EXTRAS]"; then
+    elif uv_install "${STACK[@]}" && { [ ${#KERAS2[@]} = 0 ] || uv_install "${KERAS2[@]}"; }; then
         installed_with=uv
     else
         rc=$?
@@ -155,11 +180,16 @@ if [ -z "$installed_with" ]; then
     # core (about half of this step's time); compileall -j 0 writes the same .pyc files (timestamp-checked, as
     # pip's) on all of them. As with pip, a file that does not compile only loads from source; compileall lists
     # it. (-W ignore: third-party SyntaxWarnings, which pip's compile hides too.)
-    "${PIP[@]}" install -q --no-compile -c "$CONSTRAINTS" -e "$ROOT[$variant,$EXTRAS]"
+    "${PIP[@]}" install -q --no-compile -c "$CONSTRAINTS" "${STACK[@]}"
+    [ ${#KERAS2[@]} = 0 ] || "${PIP[@]}" install -q --no-compile -c "$CONSTRAINTS" "${KERAS2[@]}"
     "$VENV/bin/python" -W ignore -m compileall -q -j 0 \
         "$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
         || say "WARNING: the files listed above did not byte-compile; they will load from source (slower)"
 fi
+
+problems=$(course_py -m course_lib.environment.tensorflow_build check) \
+    || die "the installed packages are not consistent (pip check, tensorflow-cpu standing for tensorflow):
+$problems"
 
 # --- 4. Horovod, compiled against this TensorFlow ------------------------------------------------------
 # Horovod's TensorFlow extension loads and has Gloo: the doctor's probe (course_lib.environment.doctor,
@@ -185,22 +215,14 @@ hvd_patched() {
     f=$(hvd_callbacks 2>/dev/null) && [ -f "$f" ] && grep -qF "$HVD_PATCH_MARKER" "$f"
 }
 # A wheel built before from the same inputs (tools/wheel_cache.py: the source's sha256, the patch, Python,
-# TensorFlow, variant, build flags, architecture) is installed instead of building again, then checked like a
+# the TensorFlow build by name and version (tensorflow-cpu or tensorflow), variant, build flags, architecture) is installed instead of building again, then checked like a
 # fresh build; COURSE_NO_BUILD_CACHE=1 always builds.
 WHEEL_CACHE=$ROOT/tools/wheel_cache.py
 HVD_KEY=
 hvd_flags=$(command -v mpicxx >/dev/null && echo mpi || echo nompi)
 if [ "${COURSE_NO_BUILD_CACHE:-0}" != 1 ] && [ -f "$WHEEL_CACHE" ]; then
     HVD_KEY=$("$VENV/bin/python" "$WHEEL_CACHE" key "$HVD_SDIST_SHA256" "$HVD_PATCH" "$variant" "$hvd_flags" \
-        "$(uname -m)" "$("$VENV/bin/python" -c 'import sys
-from importlib.metadata import PackageNotFoundError, version
-def v(name):
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return "-"
-print(sys.version, *(f"{n}=={v(n)}" for n in ("tensorflow", "tensorflow-cpu", "tf-keras", "numpy")))')") \
-        || HVD_KEY=
+        "$(uname -m)" "$("$VENV/bin/python" "$WHEEL_CACHE" built-against)") || HVD_KEY=
 fi
 if "$VENV/bin/python" -c "import horovod, sys; sys.exit(horovod.__version__ != '$HVD_VERSION')" 2>/dev/null \
         && hvd_has_tf && hvd_patched; then

@@ -1,8 +1,9 @@
 """A cache of the Horovod wheel that set-up builds (tools/setup.sh, step 4), keyed by everything the build reads.
 
 Building Horovod against TensorFlow is most of a fresh clone's set-up (minutes on 2 cores). The build depends
-only on its inputs: the source package (its sha256), the course's patch, the Python and TensorFlow versions,
-the build variant (cpu/gpu), the HOROVOD_* build flags and the machine's architecture. Set-up asks this tool
+only on its inputs: the source package (its sha256), the course's patch, the Python version, the TensorFlow
+it compiles against (:func:`built_against`: tensorflow-cpu and the CUDA-capable tensorflow wheel are told apart
+by name, at the same version), the build variant (cpu/gpu), the HOROVOD_* build flags and the machine's architecture. Set-up asks this tool
 for a wheel built from the same inputs; on a hit it installs that wheel (and checks it exactly as it checks a
 fresh build: TensorFlow and Gloo load, the patch line is present); on a miss it builds a wheel, installs it and
 stores it here. This is what pip does with the wheels it builds from source packages, which the course's
@@ -10,6 +11,7 @@ patched source folder does not get.
 
 Usage (set-up runs it with the venv's Python)::
 
+    python tools/wheel_cache.py built-against          # print what the build compiles against (a key part)
     python tools/wheel_cache.py key PART...            # print the key of these inputs
     python tools/wheel_cache.py find KEY               # print the cached wheel's path; exit 1 on a miss
     python tools/wheel_cache.py store KEY WHEEL        # keep a copy of WHEEL under KEY
@@ -22,15 +24,39 @@ The folder is ``$COURSE_BUILD_CACHE``, else ``$XDG_CACHE_HOME/course-dl``, else 
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata as metadata
 import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from course_lib.training.files import cache_dir  # noqa: E402  (the course folder is on the path now)
 
-__all__ = ["cache_dir", "drop", "find", "key", "store"]
+__all__ = ["BUILT_AGAINST", "built_against", "cache_dir", "drop", "find", "key", "store"]
+
+#: The distributions whose headers and libraries the Horovod build compiles and links against, by name: both
+#: TensorFlow wheels are listed, so that a build against one never matches a venv holding the other.
+BUILT_AGAINST = ("tensorflow", "tensorflow-cpu", "tf-keras", "numpy")
+
+
+def built_against(version: Callable[[str], str] = metadata.version, python: str = sys.version) -> str:
+    """The key part naming what a Horovod build compiles against: ``python`` (``sys.version``) and each of
+    :data:`BUILT_AGAINST` as ``name==version`` (``name==-`` when it is not installed), e.g.
+    ``3.12.1 (...) tensorflow==- tensorflow-cpu==2.18.1 tf-keras==2.18.0 numpy==2.0.2``.
+
+    Args:
+        version: Looks a distribution's version up (default: this interpreter's installed packages).
+        python: The interpreter's version string.
+    """
+    def found(name: str) -> str:
+        try:
+            return version(name)
+        except metadata.PackageNotFoundError:
+            return "-"
+
+    return " ".join([python, *(f"{name}=={found(name)}" for name in BUILT_AGAINST)])
 
 
 def key(parts: list[str]) -> str:
@@ -86,7 +112,9 @@ def drop(build_key: str, root: Path | None = None) -> None:
 
 def main(argv: list[str]) -> int:
     command, args = (argv[0], argv[1:]) if argv else ("", [])
-    if command == "key" and args:
+    if command == "built-against" and not args:
+        print(built_against())
+    elif command == "key" and args:
         print(key(args))
     elif command == "find" and len(args) == 1:
         found = find(args[0])
@@ -98,7 +126,8 @@ def main(argv: list[str]) -> int:
     elif command == "drop" and len(args) == 1:
         drop(args[0])
     else:
-        print("usage: wheel_cache.py key PART... | find KEY | store KEY WHEEL | drop KEY", file=sys.stderr)
+        print("usage: wheel_cache.py built-against | key PART... | find KEY | store KEY WHEEL | drop KEY",
+              file=sys.stderr)
         return 2
     return 0
 

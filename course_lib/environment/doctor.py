@@ -19,6 +19,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from course_lib.environment import tensorflow_build
 from course_lib.runner.preflight import LaunchError, find_horovodrun
 from course_lib.training import fmnist_files
 from course_lib.training.devices import cpu_cores, gpu_names
@@ -284,6 +285,33 @@ def _check_keras2(horovod_ok: bool, probe: str | None = None) -> list[Check]:
     return checks
 
 
+def _check_tensorflow_build(builds: dict[str, str] | None = None, machine: str | None = None) -> Check:
+    """Which TensorFlow build is installed (``builds``, default: this venv's) against the one this machine takes
+    (:func:`course_lib.environment.tensorflow_build.tensorflow_variant`); ``machine``: for the tests."""
+    builds = tensorflow_build.installed_builds() if builds is None else builds
+    rebuild = "COURSE_FORCE_SETUP=1 make setup (it installs the build this machine takes and rebuilds Horovod)"
+    try:
+        variant, why = tensorflow_build.tensorflow_variant()
+    except ValueError as error:
+        return Check("TensorFlow build", "fail", str(error), "unset COURSE_GPU, or set it to 1 or 0")
+    found = ", ".join(f"{name} {version} ({tensorflow_build.BUILDS[name]})" for name, version in builds.items())
+    if not builds:
+        return Check("TensorFlow build", "fail", "no TensorFlow installed", SETUP_HINT)
+    if len(builds) > 1:
+        return Check("TensorFlow build", "fail", f"{found}: two wheels in one tensorflow/ folder",
+                     f"{sys.executable} -m pip uninstall -y {' '.join(builds)}, then {rebuild}")
+    name = next(iter(builds))
+    takes = f"this machine takes the {variant} build ({why})"
+    expected = tensorflow_build.expected_build(variant, machine)
+    if expected is None or name == expected:
+        return Check("TensorFlow build", "ok", f"{found}; {takes}")
+    if variant == "gpu":  # TensorFlow would not see the GPUs the course's plans count on
+        return Check("TensorFlow build", "fail", f"{found}, but {takes}: TensorFlow cannot use the GPUs",
+                     rebuild)
+    return Check("TensorFlow build", "warn", f"{found}, but {takes}: every TensorFlow start logs CUDA "
+                 "registration and cuInit errors (harmless on a CPU, but they read as errors)", rebuild)
+
+
 def _check_devices(gpus: list[str]) -> list[Check]:
     cores = cpu_cores()
     checks = [Check("CPU cores", "ok", str(cores))]
@@ -331,7 +359,8 @@ def run_checks() -> DoctorReport:
     gpus = gpu_names()
     report = DoctorReport()
     report.checks.append(_check_python())
-    report.checks.append(_check_version("TensorFlow", ("tensorflow",), "tensorflow"))
+    report.checks.append(_check_version("TensorFlow", tuple(tensorflow_build.BUILDS), "tensorflow"))
+    report.checks.append(_check_tensorflow_build())
     report.checks.append(_check_version("tf-keras", ("tf_keras", "tf-keras"), "tf_keras"))
     probe = _probe_output(_TF_PROBE)   # Horovod's build and Keras 2: one interpreter answers both
     horovod_checks = _check_horovod(gpus, probe)

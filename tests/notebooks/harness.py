@@ -71,8 +71,14 @@ ERROR_PATTERNS: tuple[re.Pattern[str], ...] = tuple(re.compile(p) for p in (
 ))
 
 
-def load_allow_list(path: Path = ALLOW_FILE) -> list[re.Pattern[str]]:
-    """The allowed stderr patterns: one regular expression a line, ``#`` comments and blanks skipped.
+#: An allow-list line starting with this applies only where the machine takes TensorFlow's GPU build
+#: (course_lib.environment.tensorflow_build.tensorflow_variant, the one place that decides it).
+GPU_ONLY = "@gpu "
+
+
+def load_allow_list(path: Path = ALLOW_FILE, variant: str | None = None) -> list[re.Pattern[str]]:
+    """The allowed stderr patterns: one regular expression a line, ``#`` comments and blanks skipped; a pattern
+    after :data:`GPU_ONLY` is kept only when ``variant`` (default: this machine's) is ``"gpu"``.
 
     Raises:
         ValueError: A pattern that is not a valid regular expression (the line number is given), or a
@@ -91,11 +97,28 @@ def load_allow_list(path: Path = ALLOW_FILE) -> list[re.Pattern[str]]:
         if not commented:
             raise ValueError(f"{path}:{number}: every allowed pattern needs a comment above it saying "
                              "where the warning comes from and why it is harmless")
+        gpu_only = line.startswith(GPU_ONLY)
+        line = line.removeprefix(GPU_ONLY).strip()
         try:
-            patterns.append(re.compile(line))
+            pattern = re.compile(line)
         except re.error as exc:
             raise ValueError(f"{path}:{number}: not a regular expression ({exc}): {line}") from exc
+        if not gpu_only or (variant or _variant()) == "gpu":
+            patterns.append(pattern)
     return patterns
+
+
+def _variant() -> str:
+    """This machine's TensorFlow variant, asked once per process."""
+    global _machine_variant
+    if _machine_variant is None:
+        from course_lib.environment.tensorflow_build import tensorflow_variant
+
+        _machine_variant = tensorflow_variant()[0]
+    return _machine_variant
+
+
+_machine_variant: str | None = None
 
 
 def stderr_errors(text: str, allowed: Iterable[re.Pattern[str]]) -> list[str]:
