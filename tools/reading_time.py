@@ -6,8 +6,9 @@ Usage::
 
 The rates (issue 45): 150 words a minute of markdown and code comments, 7 code lines a minute, 5 minutes an
 exercise and 20 a coding or change-the-experiment one. The estimate counts what the learner edition shows: cells
-tagged ``solution`` or ``instructor`` are left out (tools/student.py removes them), and so are the generated
-run-time blocks (``<!-- ... -->`` comments are not read). An exercise is a ``**Exercise N.**`` in markdown; one
+tagged ``solution`` or ``instructor`` are left out (tools/student.py removes them), and so are ``<!-- ... -->``
+comments and the generated blocks between ``<!-- NAME:begin ... -->`` and ``<!-- NAME:end -->`` markers (the
+run-time line that tools/run_times.py writes into each intro cell, with this estimate, is not counted in it). An exercise is a ``**Exercise N.**`` in markdown; one
 written ``**Exercise N (coding).**``, ``(code)``, ``(change the experiment)`` or ``(change the analysis)`` counts 20
 minutes. Machine time (the run times) is not part of it.
 """
@@ -35,6 +36,7 @@ HIDDEN_TAGS = ("solution", "instructor")
 EXERCISE = re.compile(r"\*\*Exercise \d+(?: \(([^)]*)\))?\.\*\*")
 BIG_KINDS = ("coding", "code", "change the experiment", "change the analysis")
 COMMENT_BLOCK = re.compile(r"<!--.*?-->", re.S)
+GENERATED_BLOCK = re.compile(r"<!-- ([\w-]+):begin.*?-->.*?<!-- \1:end -->", re.S)
 
 
 @dataclass(frozen=True)
@@ -75,13 +77,25 @@ def _code_counts(source: str) -> tuple[int, int]:
 
 def estimate(path: Path) -> Estimate:
     """The counts of the notebook at ``path``, as the learner edition shows it."""
-    nb = nbformat.read(path, as_version=4)
+    return estimate_notebook(nbformat.read(path, as_version=4), path.stem)
+
+
+def learner_markdown(cell: nbformat.NotebookNode) -> str | None:
+    """A markdown cell's text as a learner reads it (no comments, no generated block); None for other cells and
+    for cells tagged ``solution`` or ``instructor``."""
+    if cell.cell_type != "markdown" or any(tag in cell.get("metadata", {}).get("tags", []) for tag in HIDDEN_TAGS):
+        return None
+    return COMMENT_BLOCK.sub("", GENERATED_BLOCK.sub("", cell.source))
+
+
+def estimate_notebook(nb: nbformat.NotebookNode, name: str) -> Estimate:
+    """The counts of a notebook already read (``name`` labels the result)."""
     words = lines = short = big = 0
     for cell in nb.cells:
         if any(tag in cell.get("metadata", {}).get("tags", []) for tag in HIDDEN_TAGS):
             continue
         if cell.cell_type == "markdown":
-            text = COMMENT_BLOCK.sub("", cell.source)
+            text = learner_markdown(cell) or ""
             words += len(text.split())
             for match in EXERCISE.finditer(text):
                 kind = (match.group(1) or "").strip().lower()
@@ -93,7 +107,7 @@ def estimate(path: Path) -> Estimate:
             w, n = _code_counts(cell.source)
             words += w
             lines += n
-    return Estimate(path.stem, words, lines, short, big)
+    return Estimate(name, words, lines, short, big)
 
 
 def course(root: Path = ROOT) -> list[Estimate]:
