@@ -227,5 +227,5 @@ def test_a_notebook_without_its_stamp_first_is_refused(tmp_path: Path) -> None:
     root = make_course(tmp_path, {"00_tiny": ["print('hello first')\n" + STAMP_CELL]})
     before = (root / "notebooks" / "00_tiny.ipynb").read_bytes()
     done = record(root, "00")
-    _refused(done, root, "00_tiny", before, r"its first output line is not the machine: stamp \(got 'hello first'\)")
+    _refused(done, root, "00_tiny", before, r"its first output line is not the machine: stamp \(got stdout: 'hello first'\)")
     assert "print(stamp())" in done.stdout

@@ -4,6 +4,9 @@ Usage::
 
     .venv/bin/python tools/reading_time.py            # a table: words, code lines, exercises, minutes per notebook
 
+The same estimate is shown beside the machine time in each notebook's intro line and in the README's and the
+instructor guide's tables (tools/run_times.py); tests/test_reading_time.py holds 00-06 to issue 45's budget.
+
 The rates (issue 45): 150 words a minute of markdown and code comments, 7 code lines a minute, 5 minutes an
 exercise and 20 a coding or change-the-experiment one. The estimate counts what the learner edition shows: cells
 tagged ``solution`` or ``instructor`` are left out (tools/student.py removes them), and so are ``<!-- ... -->``
@@ -129,9 +132,13 @@ def main(argv: list[str] | None = None) -> int:
         flag = "  > limit" if row.minutes > NOTEBOOK_LIMIT_MIN else ""
         print(f"{row.name:32} {row.words:6d} {row.code_lines:5d} {row.exercises:3d} {row.big_exercises:3d} "
               f"{row.minutes:6.1f}{flag}")
-    total = sum(row.minutes for row in rows)
-    print(f"{'total':32} {'':6} {'':5} {'':3} {'':3} {total:6.1f}  ({total / 60:.2f} h; limit "
-          f"{COURSE_LIMIT_MIN / 60:.0f} h, {NOTEBOOK_LIMIT_MIN} min a notebook)")
+    day = [row for row in rows if row.name[:2] in {f"{n:02d}" for n in range(7)}]
+    for label, group in (("00-06", day), ("all", rows)):
+        total = sum(row.minutes for row in group)
+        print(f"{label:32} {'':6} {'':5} {'':3} {'':3} {total:6.1f}  ({total / 60:.2f} h"
+              + (f"; limit {COURSE_LIMIT_MIN / 60:.0f} h, {NOTEBOOK_LIMIT_MIN} min a notebook)" if group is day else ")"))
+        if len(day) == len(rows):
+            break
     return 0
 
 

@@ -180,7 +180,7 @@ class Watch:
         self.seen: dict[int, str] = {}
         self.samples: list[tuple[float, float, float]] = []   # (monotonic s, machine busy s, own s)
         self._suspects: dict[Path, str] = {}
-        self._foreign: dict[str, None] = {}
+        self._foreign: dict[str, str] = {}   # the other run's pid -> who held a slot
         self._queued: dict[str, None] = {}
         self._max_window = 0.0
         self._refused = False
@@ -229,14 +229,14 @@ class Watch:
     def _check_slots(self) -> None:
         suspects: dict[Path, str] = {}
         for path, lock_pid in locked_slot_files(self.folder).items():
-            if self._ours(lock_pid) or self._ours(_holder_pid(path)):
+            holder_pid = _holder_pid(path)
+            if self._ours(lock_pid) or self._ours(holder_pid):
                 continue
-            who = describe_holder(path, lock_pid)
-            suspects[path] = who
-            if path in self._suspects:   # seen twice in a row
-                if who not in self._foreign:
-                    self._foreign[who] = None
-                    self._refuse(f"another course run held a slot: {who}")
+            suspects[path] = who = describe_holder(path, lock_pid)
+            run = f"pid {holder_pid or lock_pid}"   # one reason per other run, however many slots it holds
+            if path in self._suspects and run not in self._foreign:   # seen twice in a row
+                self._foreign[run] = who
+                self._refuse(f"another course run held a slot: {who}")
         self._suspects = suspects
         for ticket in (self.folder / "queue").glob("t-*"):
             parts = ticket.name.split("-")
@@ -277,7 +277,7 @@ class Watch:
         window = self._max_window if seconds >= self.limits.window_s else \
             (others / seconds if seconds > 0 else 0.0)   # a run shorter than one window: the run is the window
         return Report(self.limits, seconds=seconds, own_cpu_s=own1 - own0, others_cpu_s=max(0.0, others),
-                      others_max_window_cores=max(0.0, window), foreign_holders=list(self._foreign),
+                      others_max_window_cores=max(0.0, window), foreign_holders=list(self._foreign.values()),
                       queued=list(self._queued), samples=len(self.samples))
 
 

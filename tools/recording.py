@@ -64,10 +64,13 @@ def stamp_output(nb: nbformat.NotebookNode) -> tuple[nbformat.NotebookNode, dict
     """
     cells = [cell for cell in nb.cells if cell.cell_type == "code"]
     output = cells[0].outputs[0] if cells and cells[0].get("outputs") else None
-    first = (output.get("text") or "").split("\n", 1)[0] if output and output.get("name") == "stdout" else ""
-    facts = parse_stamp(first)
+    text = "".join(output.get("text") or output.get("data", {}).get("text/plain", "")) if output else ""
+    first = text.split("\n", 1)[0]
+    facts = parse_stamp(first) if output and output.get("name") == "stdout" else None
     if output is None or facts is None:
-        raise Refused([f"its first output line is not the machine: stamp (got {first or 'no stdout'!r})"],
+        where = "no output" if output is None else "stdout" if output.get("name") == "stdout" else \
+            output.get("name") or output.get("output_type")
+        raise Refused([f"its first output line is not the machine: stamp (got {where}: {first[:120]!r})"],
                       "make the first code cell print course_lib.environment.machine.stamp() before anything "
                       "else (`from course_lib.environment.machine import stamp; print(stamp())`), then record again")
     return output, facts

@@ -162,7 +162,7 @@ def record(path: Path, recording: str, limits: Any, timeout: int, watch_options:
     return elapsed, facts
 
 
-def refusal_message(path: Path, refused: Refused, rest: list[Path], recording: str, started: bool) -> str:
+def refusal_message(path: Path, refused: Any, rest: list[Path], recording: str, started: bool) -> str:
     """The one message of a refusal: which notebook, why, what to do, and the command that goes on."""
     lines = [f"REFUSED: {path.name} was not recorded (its file is unchanged; nothing was written for it)."]
     lines += [f"  - {reason}" for reason in refused.reasons]

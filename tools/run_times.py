@@ -172,7 +172,7 @@ def table(notebooks: dict[str, dict[str, Any]], root: Path = ROOT) -> str:
         if len(recordings) > 1 or None in recordings:
             which += " (not one recording: runs on different days add up only roughly)"
         lines.append(f"| {label} | {reading} | {machine_time} | {which} |")
-    machines = {}
+    machines: dict[str, str] = {}
     for name in every:
         entry = notebooks.get(name)
         if entry and entry.get("recording"):
