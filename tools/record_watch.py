@@ -193,15 +193,16 @@ class Watch:
         self._thread.start()
         return self
 
-    def kernel_pid(self) -> int | None:
-        """The notebook's kernel (the recorder's child that runs ipykernel), once it has started."""
-        for pid, cmdline in self.seen.items():
-            if "ipykernel" in cmdline and psutil.pid_exists(pid):
-                try:
-                    if psutil.Process(pid).ppid() == os.getpid():
-                        return pid
-                except psutil.Error:
-                    continue
+    @staticmethod
+    def kernel_pid() -> int | None:
+        """The notebook's kernel: the recorder's child that runs ipykernel (read now: a child seen between its
+        fork and its exec still showed the recorder's command line)."""
+        for child in psutil.Process().children():
+            try:
+                if any("ipykernel" in part for part in child.cmdline()):
+                    return child.pid
+            except psutil.Error:
+                continue
         return None
 
     def _sample(self) -> None:
@@ -282,8 +283,8 @@ class Watch:
 
 
 class Stopper:
-    """A Watch's ``on_refusal`` that stops the refused notebook early: SIGINT to its kernel every 5 s (a cell's
-    KeyboardInterrupt ends the run), SIGKILL after 30 s; ``done`` is set by the recorder when the run is over."""
+    """A Watch's ``on_refusal`` that stops the refused notebook early (a cell's KeyboardInterrupt, else the
+    kernel's end, ends the run); ``done`` is set by the recorder when the run is over."""
 
     def __init__(self, watch: Watch) -> None:
         self.watch, self.reason = watch, ""
@@ -295,12 +296,14 @@ class Stopper:
         threading.Thread(target=self._stop, daemon=True).start()
 
     def _stop(self) -> None:
+        """SIGINT twice, 5 s apart (a kernel between cells ignores it), then SIGKILL; the course's launches end
+        with their kernel (course_lib.runner.watchdog)."""
         sent = 0
-        while not self.done.is_set() and sent < 7:
+        while not self.done.is_set() and sent < 3:
             pid = self.watch.kernel_pid()   # None until the kernel has started
             if pid is not None:
                 try:
-                    os.kill(pid, signal.SIGKILL if sent == 6 else signal.SIGINT)
+                    os.kill(pid, signal.SIGKILL if sent == 2 else signal.SIGINT)
                 except OSError:
                     pass
                 sent += 1
