@@ -6,7 +6,8 @@ work beside it on a shared machine decides nothing; a neighbour the test starts 
 recorder's DEFAULT limits unless a test says otherwise:
 
 * a quiet run is recorded: its stamp completed, its entry in docs/run_times.json, the generated blocks written,
-  and every CPU-second of the notebook counted as its own, an orphaned grandchild's included;
+  every CPU-second of the notebook counted as its own (an orphaned grandchild's included), and the slot its own
+  launch holds not taken for another run's;
 * a busy neighbour (a spin loop), a second course run holding a slot (a real ``run_python`` launch), a cell that
   prints a slot-queue line and a notebook whose first output is not its stamp are each refused: exit status 3,
   one message saying why and what to do, the notebook's file and docs/run_times.json unchanged;
@@ -65,6 +66,10 @@ time.sleep(1.5)   # the recorder samples (and reaps) the orphan's end
 mine = psutil.Process().cpu_times()
 print(f"kernel cpu {{mine.user + mine.system + mine.children_user + mine.children_system:.2f}} s; "
       f"grandchild cpu {{float(open('grandchild.txt').read()):.2f}} s")'''
+
+
+# The notebook's own launch holds a slot (the kernel, then the run's watchdog, hold its lock): not another run's.
+LAUNCH = "from course_lib.runner.launch import run_python\nprint(run_python('sleeper.py', slots=1).returncode)"
 
 
 def _entry(root: Path, name: str) -> dict:
@@ -136,10 +141,12 @@ def test_an_unknown_recording_is_not_continued(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_quiet_run_is_recorded_and_stamped_and_its_own_cpu_is_its_own(tmp_path: Path) -> None:
-    root = make_course(tmp_path, {"00_tiny": [STAMP_CELL, OWN_WORK]})
+    root = make_course(tmp_path, {"00_tiny": [STAMP_CELL, OWN_WORK, LAUNCH]})
+    (root / "notebooks" / "sleeper.py").write_text("import time\ntime.sleep(3)\nprint('slept')\n")
     done = record(root, "00")
     assert done.returncode == 0, done.stdout[-3000:]
-    stamp, work = outputs(root / "notebooks" / "00_tiny.ipynb")
+    stamp, work, *launched = outputs(root / "notebooks" / "00_tiny.ipynb")
+    assert "slept" in "".join(launched), launched
     recording = re.search(r"^recording (\S+ \S+): 1 notebook", done.stdout, re.M)
     assert recording, done.stdout
     assert re.fullmatch(r"machine: .+, \d+ CPU cores?, .+; speed probe [\d.]+ s; Python .+; load [\d.]+ at start; "
