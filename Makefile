@@ -5,7 +5,9 @@
 #   make student  the learner edition in build/student/ (no instructor/, no tests/)
 #   make site     the course website in build/site/ (static HTML of the committed outputs, offline)
 #   make room     a JupyterHub for a room on this machine (as root; see classroom/README.md)
-# Other targets: setup, doctor, notebooks (re-execute and commit-ready outputs), bench, clean.
+#   make record   record every notebook for the course, each alone on a quiet machine (NB=05 or NB="03 05": those);
+#                 refuses, writing nothing, a run disturbed by other processes or other course runs (README)
+# Other targets: setup, doctor, notebooks (a development run: re-execute, refuse nothing), bench, clean.
 
 # setup, doctor and lab (and the variables they use) are the learner's commands: tools/learner.mk, which the
 # learner edition's Makefile is made from.
@@ -13,7 +15,7 @@ SETUP_PROFILE := full
 include tools/learner.mk
 PYTEST_ARGS ?=
 
-.PHONY: test test-busy check lint typecheck mutants test-unit test-notebooks notebooks bench clean student site room
+.PHONY: test test-busy check lint typecheck mutants test-unit test-notebooks notebooks record bench clean student site room
 
 # The whole check (issue 31), on WORKERS=2 pytest-xdist workers by default: the notebooks (then test_ssh_hosts and the
 # lab's browser test: tests/notebooks/harness.py, WITH_THE_NOTEBOOKS) one after another on one
@@ -62,9 +64,24 @@ test-unit: setup
 test-notebooks: setup
 	$(PY) -m pytest $(xdist) notebooks $(PYTEST_ARGS)
 
+# A development run (tools/run_notebooks.py): executes every notebook (or NB=05) in a fresh kernel and writes its
+# outputs, refusing nothing; docs/run_times.json is left alone, and the stamps stay uncompleted, so
+# tests/test_recording.py fails until the course is recorded again with `make record`.
+NB ?=
 notebooks: setup
 	$(PY) tools/navigation.py
-	$(PY) tools/run_notebooks.py
+	$(PY) tools/run_notebooks.py $(NB)
+
+# The course's recording (tools/run_notebooks.py --record; README "For maintainers"): every notebook (or NB=05,
+# NB="03 05") executed alone in a fresh kernel while the recorder watches the machine. A notebook is refused (its
+# file unchanged, exit status 3, one message saying why and what to do) when other processes used more than 0.10
+# CPU cores on average over its run or 0.5 over any 20 s (docs/recording.md), another course run held a slot, or a
+# launch queued; a recorded one gets its machine: stamp completed and its entry in docs/run_times.json.
+# RECORDING='<id>' continues a recording that a refusal stopped (the refusal prints the command).
+RECORDING ?=
+record: setup
+	$(PY) tools/navigation.py
+	$(PY) tools/run_notebooks.py --record $(if $(RECORDING),--recording '$(RECORDING)') $(NB)
 
 bench: setup
 	$(PY) benchmarks/run.py

@@ -36,8 +36,8 @@ import time
 from datetime import date
 from pathlib import Path
 
-from benchmarks.machine import describe_machine, load_average, speed_probe
 from benchmarks import suite_profile
+from course_lib.environment.machine import describe_machine, load_average, speed_probe
 from course_lib.runner.watchdog import alive, become_subreaper, escalate, is_subreaper, reap_adopted, scan_descendants
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -24,7 +24,7 @@ def test_timed_records_wall_cpu_status_and_setup_time(tmp_path: Path) -> None:
 
 
 def test_the_speed_probe_times_its_fastest_round() -> None:
-    from benchmarks.machine import speed_probe
+    from course_lib.environment.machine import speed_probe
 
     small, large = speed_probe(rounds=2, n=20_000), speed_probe(rounds=2, n=2_000_000)
     assert 0 < small < large

@@ -1,8 +1,10 @@
-"""Notebook run times have one source, ``docs/run_times.json`` (tools/run_times.py; issues 29 and 30).
+"""Notebook run times have one source, ``docs/run_times.json`` (tools/run_times.py; issues 29, 30, 44, 45).
 
-The README's and the instructor guide's tables and each notebook's intro line are generated from it; these
-tests fail when one of them disagrees with the file (a time typed by hand, or a notebook re-run without
-regenerating), and when a README or guide line outside the blocks types a notebook's run time.
+The README's and the instructor guide's tables and each notebook's intro line are generated from it and from the
+notebooks' text (the reading-and-doing estimate, tools/reading_time.py); these tests fail when one of them
+disagrees (a time typed by hand, a notebook's text edited or a notebook re-recorded without regenerating), and
+when a README or guide line outside the blocks types a notebook's run time. ``make record`` writes the file
+(tests/test_record.py); a development run (``tools/run_notebooks.py`` without ``--record``) leaves it alone.
 """
 
 from __future__ import annotations
@@ -98,29 +100,30 @@ def _scratch(tmp_path: Path) -> Path:
 
 def test_a_time_typed_into_a_block_is_caught(tmp_path: Path) -> None:
     root = _scratch(tmp_path)
-    run_times.record("00_tiny", run_times.measured(12.34, date="2026-11-25"), root=root)
+    run_times.record("00_tiny", run_times.measured(12.34, source="a log", date="2026-11-25"), root=root)
     assert sorted(run_times.stale(root)) == ["README.md", "docs/instructors.md", "notebooks/00_tiny.ipynb"]
     assert sorted(run_times.apply(root)) == ["README.md", "docs/instructors.md", "notebooks/00_tiny.ipynb"]
     assert run_times.stale(root) == [] and run_times.apply(root) == []
     readme = (root / "README.md").read_text()
-    assert "| 00_tiny | 12 s |" in readme and readme.endswith("After.\n")
-    (root / "README.md").write_text(readme.replace("| 00_tiny | 12 s |", "| 00_tiny | 10 s |"))
+    assert "| 00_tiny | about 5 min | 12 s |" in readme and readme.endswith("After.\n")
+    (root / "README.md").write_text(readme.replace("| 12 s |", "| 10 s |"))
     assert run_times.stale(root) == ["README.md"]
     nb = nbformat.read(root / "notebooks" / "00_tiny.ipynb", as_version=4)
     assert "run every cell: 12 s" in nb.cells[0].source
     nb.cells[0].source = nb.cells[0].source.replace("12 s", "2 minutes")
     nbformat.write(nb, root / "notebooks" / "00_tiny.ipynb")
     assert run_times.stale(root) == ["README.md", "notebooks/00_tiny.ipynb"]
-    run_times.record("00_tiny", run_times.measured(130.0, date="2026-11-26"), root=root)   # a new run
+    run_times.record("00_tiny", run_times.measured(130.0, source="a log", date="2026-11-26"), root=root)  # a new run
     run_times.apply(root)
-    assert "| 00_tiny | 130 s (2.2 min) |" in (root / "README.md").read_text()
+    assert "| 00_tiny | about 5 min | 130 s (2.2 min) | 2026-11-26, machine not recorded; a log |" in \
+        (root / "README.md").read_text()
 
 
 def test_bad_entries_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="run time must be > 0"):
-        run_times.measured(0.0)
+        run_times.measured(0.0, source="x")
     with pytest.raises(ValueError, match="looks like 04_large_batch"):
-        run_times.record("large batch", run_times.measured(1.0), root=tmp_path)
+        run_times.record("large batch", run_times.measured(1.0, source="x"), root=tmp_path)
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "run_times.json").write_text(json.dumps({"notebooks": {"04_x": {"seconds": -1}}}))
     with pytest.raises(ValueError, match="seconds > 0"):
@@ -135,18 +138,63 @@ def test_a_doc_without_markers_is_named(tmp_path: Path) -> None:
         run_times.apply(root)
 
 
-def test_run_notebooks_records_the_time_and_regenerates(tmp_path: Path) -> None:
-    """tools/run_notebooks.py on a scratch course: the JSON gets the entry, every block follows it."""
+RECORDED = {"seconds": 64.9, "date": "2026-11-28", "recording": "2026-11-28T14:02Z vm",
+            "cpu_model": "Intel(R) Xeon(R) Processor", "cores": 2, "gpus": "no GPU", "speed_probe_s": 0.195,
+            "python": "3.12.1", "tensorflow": "2.18.1", "horovod": "0.28.1", "load_start": 0.3, "load_end": 1.85,
+            "others_cores_mean": 0.02, "others_cores_max_window": 0.2, "own_cpu_s": 120.0, "limits": "x",
+            "source": "make record"}
+
+
+def test_the_blocks_name_the_machine_and_the_reading_estimate(tmp_path: Path) -> None:
     root = _scratch(tmp_path)
+    run_times.record("00_tiny", dict(RECORDED), root=root)
+    run_times.apply(root)
+    readme = (root / "README.md").read_text()
+    assert ("| 00_tiny | about 5 min | 65 s | recording 2026-11-28T14:02Z vm; load 0.30 → 1.85; other processes "
+            "0.02 cores on average |") in readme, readme
+    assert "| 00–06 | about 5 min | 65 s | sum of the rows |" in readme, readme
+    assert ("Recording 2026-11-28T14:02Z vm ran on: Intel(R) Xeon(R) Processor, 2 CPU cores, no GPU (speed probe "
+            "0.195 s); Python 3.12.1, TensorFlow 2.18.1, Horovod 0.28.1.") in readme, readme
+    intro = nbformat.read(root / "notebooks" / "00_tiny.ipynb", as_version=4).cells[0].source
+    assert ("*Reading and doing: about 5 min (estimated from the text). Machine time to run every cell: 65 s, "
+            "measured 2026-11-28 on Intel(R) Xeon(R) Processor, 2 CPU cores, no GPU (speed probe 0.195 s).") in intro
+    assert "load" not in intro and "vm" not in intro.split("<!-- run-times:begin")[1], "no load, no host for learners"
+    # The estimate follows the text: 2 250 more words are 15 more minutes, and every block is stale until rewritten.
+    nb = nbformat.read(root / "notebooks" / "00_tiny.ipynb", as_version=4)
+    nb.cells.append(nbformat.v4.new_markdown_cell("word " * 2250))
+    nbformat.write(nb, root / "notebooks" / "00_tiny.ipynb")
+    assert sorted(run_times.stale(root)) == ["README.md", "docs/instructors.md", "notebooks/00_tiny.ipynb"]
+    run_times.apply(root)
+    assert "| 00_tiny | about 15 min | 65 s |" in (root / "README.md").read_text()
+    assert run_times.apply(root) == [], "the block's own words must not change the estimate it states"
+
+
+def test_a_notebook_without_an_entry_gets_its_estimate(tmp_path: Path) -> None:
+    root = _scratch(tmp_path)
+    assert sorted(run_times.apply(root)) == ["README.md", "docs/instructors.md", "notebooks/00_tiny.ipynb"]
+    assert "| 00_tiny | about 5 min | not recorded yet | run `make record NB=00` |" in (root / "README.md").read_text()
+    intro = nbformat.read(root / "notebooks" / "00_tiny.ipynb", as_version=4).cells[0].source
+    assert "Reading and doing: about 5 min (estimated from the text). Machine time to run every cell: not " \
+           "recorded yet." in intro
+
+
+def test_a_development_run_leaves_the_record_alone(tmp_path: Path) -> None:
+    """tools/run_notebooks.py without --record on a scratch course: outputs and the notebook's own block are
+    written, docs/run_times.json and the README are not."""
+    root = _scratch(tmp_path)
+    run_times.record("00_tiny", dict(RECORDED), root=root)
+    run_times.apply(root, notebooks_too=False)
+    recorded, readme = (root / "docs" / "run_times.json").read_bytes(), (root / "README.md").read_bytes()
     shutil.copytree(ROOT / "tools", root / "tools", ignore=shutil.ignore_patterns("__pycache__", "localcluster"))
     shutil.copytree(ROOT / "course_lib", root / "course_lib", ignore=shutil.ignore_patterns("__pycache__"))
     done = subprocess.run([sys.executable, "tools/run_notebooks.py", "notebooks/00_tiny.ipynb"], cwd=root,
                           capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-    entry = json.loads((root / "docs" / "run_times.json").read_text())["notebooks"]["00_tiny"]
-    assert entry["source"] == "tools/run_notebooks.py" and entry["seconds"] > 0
-    shown = run_times.seconds_text(entry["seconds"])
-    assert f"| 00_tiny | {shown} |" in (root / "docs" / "instructors.md").read_text()
-    assert f"run every cell: {shown}" in nbformat.read(root / "notebooks" / "00_tiny.ipynb", as_version=4).cells[0].source
+    assert "a development run: docs/run_times.json is unchanged" in done.stdout
+    nb = nbformat.read(root / "notebooks" / "00_tiny.ipynb", as_version=4)
+    assert nb.cells[1].outputs[0]["text"] == "1\n"
+    assert "Machine time to run every cell: 65 s" in nb.cells[0].source
+    assert (root / "docs" / "run_times.json").read_bytes() == recorded
+    assert (root / "README.md").read_bytes() == readme
     check = subprocess.run([sys.executable, "tools/run_times.py", "--check"], cwd=root, capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr

@@ -4,10 +4,14 @@ Usage::
 
     .venv/bin/python tools/reading_time.py            # a table: words, code lines, exercises, minutes per notebook
 
+The same estimate is shown beside the machine time in each notebook's intro line and in the README's and the
+instructor guide's tables (tools/run_times.py); tests/test_reading_time.py holds 00-06 to issue 45's budget.
+
 The rates (issue 45): 150 words a minute of markdown and code comments, 7 code lines a minute, 5 minutes an
 exercise and 20 a coding or change-the-experiment one. The estimate counts what the learner edition shows: cells
-tagged ``solution`` or ``instructor`` are left out (tools/student.py removes them), and so are the generated
-run-time blocks (``<!-- ... -->`` comments are not read). An exercise is a ``**Exercise N.**`` in markdown; one
+tagged ``solution`` or ``instructor`` are left out (tools/student.py removes them), and so are ``<!-- ... -->``
+comments and the generated blocks between ``<!-- NAME:begin ... -->`` and ``<!-- NAME:end -->`` markers (the
+run-time line that tools/run_times.py writes into each intro cell, with this estimate, is not counted in it). An exercise is a ``**Exercise N.**`` in markdown; one
 written ``**Exercise N (coding).**``, ``(code)``, ``(change the experiment)`` or ``(change the analysis)`` counts 20
 minutes. Machine time (the run times) is not part of it.
 """
@@ -35,6 +39,7 @@ HIDDEN_TAGS = ("solution", "instructor")
 EXERCISE = re.compile(r"\*\*Exercise \d+(?: \(([^)]*)\))?\.\*\*")
 BIG_KINDS = ("coding", "code", "change the experiment", "change the analysis")
 COMMENT_BLOCK = re.compile(r"<!--.*?-->", re.S)
+GENERATED_BLOCK = re.compile(r"<!-- ([\w-]+):begin.*?-->.*?<!-- \1:end -->", re.S)
 
 
 @dataclass(frozen=True)
@@ -75,13 +80,25 @@ def _code_counts(source: str) -> tuple[int, int]:
 
 def estimate(path: Path) -> Estimate:
     """The counts of the notebook at ``path``, as the learner edition shows it."""
-    nb = nbformat.read(path, as_version=4)
+    return estimate_notebook(nbformat.read(path, as_version=4), path.stem)
+
+
+def learner_markdown(cell: nbformat.NotebookNode) -> str | None:
+    """A markdown cell's text as a learner reads it (no comments, no generated block); None for other cells and
+    for cells tagged ``solution`` or ``instructor``."""
+    if cell.cell_type != "markdown" or any(tag in cell.get("metadata", {}).get("tags", []) for tag in HIDDEN_TAGS):
+        return None
+    return COMMENT_BLOCK.sub("", GENERATED_BLOCK.sub("", cell.source))
+
+
+def estimate_notebook(nb: nbformat.NotebookNode, name: str) -> Estimate:
+    """The counts of a notebook already read (``name`` labels the result)."""
     words = lines = short = big = 0
     for cell in nb.cells:
         if any(tag in cell.get("metadata", {}).get("tags", []) for tag in HIDDEN_TAGS):
             continue
         if cell.cell_type == "markdown":
-            text = COMMENT_BLOCK.sub("", cell.source)
+            text = learner_markdown(cell) or ""
             words += len(text.split())
             for match in EXERCISE.finditer(text):
                 kind = (match.group(1) or "").strip().lower()
@@ -93,7 +110,7 @@ def estimate(path: Path) -> Estimate:
             w, n = _code_counts(cell.source)
             words += w
             lines += n
-    return Estimate(path.stem, words, lines, short, big)
+    return Estimate(name, words, lines, short, big)
 
 
 def course(root: Path = ROOT) -> list[Estimate]:
@@ -115,9 +132,13 @@ def main(argv: list[str] | None = None) -> int:
         flag = "  > limit" if row.minutes > NOTEBOOK_LIMIT_MIN else ""
         print(f"{row.name:32} {row.words:6d} {row.code_lines:5d} {row.exercises:3d} {row.big_exercises:3d} "
               f"{row.minutes:6.1f}{flag}")
-    total = sum(row.minutes for row in rows)
-    print(f"{'total':32} {'':6} {'':5} {'':3} {'':3} {total:6.1f}  ({total / 60:.2f} h; limit "
-          f"{COURSE_LIMIT_MIN / 60:.0f} h, {NOTEBOOK_LIMIT_MIN} min a notebook)")
+    day = [row for row in rows if row.name[:2] in {f"{n:02d}" for n in range(7)}]
+    for label, group in (("00-06", day), ("all", rows)):
+        total = sum(row.minutes for row in group)
+        print(f"{label:32} {'':6} {'':5} {'':3} {'':3} {total:6.1f}  ({total / 60:.2f} h"
+              + (f"; limit {COURSE_LIMIT_MIN / 60:.0f} h, {NOTEBOOK_LIMIT_MIN} min a notebook)" if group is day else ")"))
+        if len(day) == len(rows):
+            break
     return 0
 
 

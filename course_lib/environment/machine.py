@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import socket
 import time
 from pathlib import Path
@@ -20,10 +21,18 @@ from pathlib import Path
 from course_lib.environment.doctor import package_version  # one place reads package versions
 from course_lib.training.hardware import cpu_cores, gpu_names
 
-__all__ = ["cpu_model", "load_average", "speed_probe", "describe_machine", "stamp", "STAMP_PREFIX"]
+__all__ = ["cpu_model", "load_average", "speed_probe", "describe_machine", "stamp", "STAMP_PREFIX", "parse_stamp",
+           "complete_stamp"]
 
 #: The words every stamp starts with (nbval masks whole ``machine:`` lines: tests/notebooks/sanitize.cfg).
 STAMP_PREFIX = "machine: "
+#: One stamp line, as :func:`stamp` prints it and :func:`complete_stamp` completes it (``load_end`` and
+#: ``recording`` only in a recorded notebook's committed outputs).
+STAMP = re.compile(
+    r"^machine: (?P<cpu_model>.+), (?P<cores>\d+) CPU cores?, (?P<gpus>no GPU|\d+ GPUs? \(.*\)); "
+    r"speed probe (?P<speed_probe_s>\d+(?:\.\d+)?) s; Python (?P<python>\S+), TensorFlow (?P<tensorflow>\S+), "
+    r"Horovod (?P<horovod>\S+); load (?P<load_start>\d+(?:\.\d+)?|unknown) at start"
+    r"(?:; load (?P<load_end>\d+(?:\.\d+)?|unknown) at end; recording (?P<recording>\S+ \S+))?$")
 
 
 def cpu_model(cpuinfo_text: str | None = None) -> str:
@@ -115,3 +124,44 @@ def stamp(info: dict | None = None, speed_s: float | None = None) -> str:
     return (f"{STAMP_PREFIX}{info.get('cpu_model')}, {cores} CPU core{'s' if cores != 1 else ''}, {gpu_text}; "
             f"speed probe {speed_s:.3f} s; Python {info.get('python')}, TensorFlow {info.get('tensorflow')}, "
             f"Horovod {info.get('horovod')}; {load_text}")
+
+
+
+def parse_stamp(line: str) -> dict | None:
+    """The facts of one ``machine:`` stamp line (None when ``line`` is not one).
+
+    Returns:
+        ``{"cpu_model", "cores", "gpus", "speed_probe_s", "python", "tensorflow", "horovod", "load_start",
+        "load_end", "recording"}``: cores an int, the speed probe and loads floats (None where unknown or, for
+        ``load_end`` and ``recording``, before ``make record`` completed the line).
+    """
+    match = STAMP.match(line.rstrip("\n"))
+    if match is None:
+        return None
+    facts: dict = match.groupdict()
+    facts["cores"] = int(facts["cores"])
+    facts["speed_probe_s"] = float(facts["speed_probe_s"])
+    for key in ("load_start", "load_end"):
+        facts[key] = None if facts[key] in (None, "unknown") else float(facts[key])
+    return facts
+
+
+def complete_stamp(line: str, *, load_end: float | None, recording: str) -> str:
+    """A printed stamp with the end of its recording: ``…; load 1.85 at end; recording 2026-11-28T14:02Z host``.
+
+    Args:
+        line: The stamp the notebook printed (:func:`stamp`, not completed yet).
+        load_end: The 1-minute load average when the notebook's run ended (None: unknown).
+        recording: The recording's id (its start, ``YYYY-MM-DDTHH:MMZ``, and the host), shared by every notebook
+            of one ``make record`` run.
+
+    Raises:
+        ValueError: ``line`` is not a stamp, is completed already, or ``recording`` is not ``<date> <host>``.
+    """
+    facts = parse_stamp(line)
+    if facts is None or facts["recording"] is not None:
+        raise ValueError(f"not a stamp to complete (machine: ..., load N at start): {line!r}")
+    if not re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\dZ \S+", recording):
+        raise ValueError(f"a recording id is '<YYYY-MM-DDTHH:MMZ> <host>', got {recording!r}")
+    end = "unknown" if load_end is None else f"{load_end:.2f}"
+    return f"{line.rstrip()}; load {end} at end; recording {recording}"
