@@ -15,8 +15,9 @@ and each layer's imports as ``tests/test_layers.MAY_IMPORT`` enforces them.
     ``throughput`` (images/s), ``cpuclock`` (CPU time of an epoch), ``consumption`` (which examples a
     run trained on), ``flags`` (the scripts' shared flags), ``report`` (a script's config and result
     lines), ``events`` (JSON lines), ``stats`` (intervals, the one verdict rule, efficiency),
-    ``seeding``, ``checkpoints``, ``schedules``, ``files`` (atomic writes) and ``autograph`` (Horovod's
-    functions left as they are at a rank's first step: start-up time).
+    ``seeding``, ``checkpoints``, ``schedules``, ``files`` (atomic writes), ``autograph`` (Horovod's
+    functions left as they are at a rank's first step: start-up time) and ``drills`` (what notebook 06's
+    fault drills read from its multi-worker scripts).
 ``runner/`` (imports training)
     Starting training processes from a notebook: ``launch`` (``run_horovod``, ``run_python``),
     ``horovodrun`` (horovodrun without its per-launch build check), ``gloo_rendezvous`` (Horovod's Gloo
@@ -33,7 +34,7 @@ and each layer's imports as ``tests/test_layers.MAY_IMPORT`` enforces them.
     ``selfcheck`` (the one self-check pattern), ``exercises`` (answers), ``coding_checks`` (01-03),
     ``experiment_checks`` (02-03's experiments), ``schedule_check`` (04), ``cost_checks`` (05) and
     ``launch_checks`` (06) (the self-checks), ``coverage`` (every image once), ``display``
-    (what a cell shows) and ``widgets`` (the control panel).
+    (what a cell shows), ``widgets`` (the control panel) and ``script_diff`` (the lines between two scripts).
 ``environment/`` (imports training, runner)
     The learner's machine: ``doctor`` (``python -m course_lib doctor``), ``tensorflow_build`` (which TensorFlow
     build the machine takes and has), ``machine`` (what a measurement ran on: the ``machine:`` stamp), ``lab``

@@ -1,185 +1,126 @@
-"""tf.distribute.MultiWorkerMirroredStrategy training of the course CNN on Fashion-MNIST.
+"""MultiWorkerMirroredStrategy: the plain Keras script on several worker processes, one per host.
 
-Description: several worker processes (one per host, or several on one machine) each drive
-their own devices; TensorFlow's collective all-reduce averages the gradients, and BackupAndRestore
-lets a restarted job continue from the last finished epoch.
+Description: ``source_code/keras_fmnist.py`` plus the lines that make it multi-worker, each marked
+``# Strategy`` (the four changes numbered), and a restart that continues from the last finished epoch
+(``--backup-dir``, Keras' BackupAndRestore). Notebook 06 prints the difference with
+``course_lib.lessons.script_diff``. The lines marked ``# Course`` only serve notebook 06's drill (the JSON
+lines its launcher reads, and a restart that is bit-identical to an uninterrupted run); delete them and the
+script runs without course_lib.
 
-How to run: start one process per worker, each with its own ``TF_CONFIG`` (same cluster, its
-own index); from a notebook, ``course_lib.runner.multiworker.run_workers`` does it::
+How to run: one process per worker, each with its own ``TF_CONFIG`` (the same cluster, its own index);
+from a notebook, ``course_lib.runner.multiworker.run_multiworker`` does it::
 
     TF_CONFIG='{"cluster": {"worker": ["localhost:12345", "localhost:12346"]},
                 "task": {"type": "worker", "index": 0}}' \
         python source_code/mwms_fmnist.py --epochs 2 --train-subset 1024 &
     TF_CONFIG='{... "index": 1}}' python source_code/mwms_fmnist.py --epochs 2 --train-subset 1024
 
-Without TF_CONFIG it runs as one worker. The distributed lines are marked ``# Strategy:``. With
-``--json`` worker 0 (the chief) prints the JSON lines of docs/architecture.md (``strategy`` =
-``"multiworker"``), and every worker prints its ``worker`` and ``digest`` events.
+Without TF_CONFIG it runs as one worker.
 """
 
-from __future__ import annotations
-
 import argparse
+import hashlib
 import json
+import math
 import os
-import sys
-import time
+import random
 
-from course_lib.training.events import emit
-from course_lib.training.flags import (HelpFormatter, add_data_flags, add_run_flags, add_training_flags,
-                                      add_worker_flags, positive_float)
+os.environ["TF_USE_LEGACY_KERAS"] = "1"  # Keras 2 before TensorFlow loads: Horovod's Keras layer needs it
 
+import numpy as np
+import tensorflow as tf
+import tensorflow_datasets as tfds
+import tf_keras as keras  # Keras 2 (the variable above makes tf.keras this one too)
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """Parse and check the flags and TF_CONFIG; every bad input exits here, before TensorFlow."""
-    parser = argparse.ArgumentParser(
-        description="Train the course CNN on Fashion-MNIST with MultiWorkerMirroredStrategy (one "
-        "process per worker, configured by TF_CONFIG). One epoch = one pass over the training set "
-        "by all workers together.",
-        epilog="example: TF_CONFIG=... python source_code/mwms_fmnist.py --epochs 2 "
-        "--train-subset 1024 (one process per worker; see the module docstring)",
-        formatter_class=HelpFormatter)
-    add_training_flags(parser, batch_size=64, epochs=2)
-    add_data_flags(parser)
-    add_worker_flags(parser)
-    parser.add_argument("--backup-dir", default=None,
-                        help="BackupAndRestore folder: the state is backed up after every epoch, "
-                        "and a run started again with the same folder continues from there")
-    parser.add_argument("--collective-timeout", type=positive_float, default=300.0,
-                        help="seconds one collective may wait for a peer before it fails (the "
-                        "first one waits for the slowest worker to start); a DEAD peer is noticed "
-                        "sooner, by the coordination service's heartbeat")
-    add_run_flags(parser, precision=False)
-    args = parser.parse_args(argv)
-    args.index, args.workers = 0, 1
-    raw = os.environ.get("TF_CONFIG")
-    if raw:
-        try:
-            config = json.loads(raw)
-            args.workers = len(config["cluster"]["worker"])
-            args.index = int(config["task"]["index"])
-        except (ValueError, KeyError, TypeError) as exc:
-            parser.error(f"TF_CONFIG is not a worker cluster ({exc!r}); expected "
-                         '{"cluster": {"worker": ["host:port", ...]}, "task": {"type": "worker", '
-                         '"index": i}}')
-        if not 0 <= args.index < args.workers:
-            parser.error(f"TF_CONFIG task index {args.index} is outside 0..{args.workers - 1}")
-    return args
+from course_lib.training import drills  # Course: notebook 06's JSON lines and bit-identical restart
 
 
-def backed_up_epochs(backup_dir: str | None) -> int:
-    """Epochs already finished according to BackupAndRestore's last backup (0 without one)."""
-    import tensorflow as tf
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--epochs", type=int, default=3, help="passes over the training set")
+    parser.add_argument("--batch-size", type=int, default=128, help="images per step PER WORKER")  # Strategy
+    parser.add_argument("--lr", type=float, default=1e-3, help="Adam's learning rate")
+    parser.add_argument("--train-subset", type=int, default=60000, help="first N training images")
+    parser.add_argument("--test-subset", type=int, default=10000, help="first N test images")
+    parser.add_argument("--seed", type=int, default=42, help="seed of weights and data order")
+    parser.add_argument("--backup-dir", default=None,  # Strategy: a restarted job continues from here
+                        help="BackupAndRestore folder: backed up after every epoch; a job started again "
+                        "with the same folder continues after the last finished epoch")
+    parser.add_argument("--collective-timeout", type=float, default=300.0,  # Strategy: a missing peer
+                        help="seconds a collective waits for a peer before it fails instead of hanging")
+    return parser.parse_args()
 
-    if not backup_dir:
-        return 0
-    latest = tf.train.latest_checkpoint(os.path.join(backup_dir, "chief"))
-    if latest is None:
-        return 0
-    reader = tf.train.load_checkpoint(latest)
-    return int(reader.get_tensor("ckpt_saved_epoch/.ATTRIBUTES/VARIABLE_VALUE")) + 1
+
+def images(split, n):
+    """The first n images of a Fashion-MNIST split, scaled to [0, 1]."""
+    ds = tfds.load("fashion_mnist", split=f"{split}[:{n}]", as_supervised=True, download=False)
+    return ds.map(lambda x, y: (tf.cast(x, tf.float32) / 255.0, y))
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Train, evaluate, print the results; returns the exit status."""
-    args = parse_args(argv)
-    started = time.perf_counter()
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-    from course_lib.training import data, devices, epochs, models, optimizers, pipeline, report, seeding
-    from course_lib.training.callbacks import Throughput
-
-    # Strategy: the workers of this run (TF_CONFIG) share the machine; each gets its own cores (the
-    # launcher's grant, else free cores it claims), as many threads as it has cores.
-    workers = len(json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster", {}).get("worker", [])) or 1
-    devices.configure_worker(0, threads_per_worker=args.threads_per_worker, local_size=workers)
-
-    from course_lib.training.keras2 import keras
-    import tensorflow as tf
-
-    # Strategy: create it BEFORE any other TensorFlow op; it reads TF_CONFIG and starts this
-    # worker's gRPC server. The timeout turns a missing peer into an error instead of a hang.
+def main():
+    args = parse_args()
+    # Strategy (1/4): create the strategy before any other TensorFlow op: it reads TF_CONFIG and
+    # starts this worker's server. The timeout turns a peer that never answers into an error.
     strategy = tf.distribute.MultiWorkerMirroredStrategy(
         communication_options=tf.distribute.experimental.CommunicationOptions(
-            implementation=tf.distribute.experimental.CommunicationImplementation.RING,
             timeout_seconds=args.collective_timeout))
-    workers = strategy.num_replicas_in_sync  # Strategy: one replica per worker on CPUs
-    chief = args.index == 0  # Strategy: worker 0 is the chief; it alone reports
-    emit("worker", args.json, rank=args.index, size=args.workers, pid=os.getpid(),
-         host=os.uname().nodename)
-    seeding.configure(args.seed)
+    rank = strategy.cluster_resolver.task_id or 0  # Strategy: this worker's index; 0 is the chief
+    drills.announce(rank, strategy.num_replicas_in_sync)  # Course: the drill learns this worker's pid
+    # What keras.utils.set_random_seed does, without the seed generator that tf_keras 2.18 breaks on
+    # Python 3.12 (tf-keras#803): Python's, NumPy's and TensorFlow's generators.
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    tf.random.set_seed(args.seed)
+    keras.backend.experimental.enable_tf_random_generator()  # Course: dropout masks a restart can redraw
 
-    fmnist = data.load_arrays(train_subset=args.train_subset, test_subset=args.test_subset,
-                              data_dir=args.data_dir)
-    n_train = len(fmnist.y_train)
-    plan = epochs.EpochPlan(n_train, args.batch_size, workers)
-    steps = plan.steps_per_epoch
-    lr = args.lr * workers if args.scale_lr else args.lr
-    first = backed_up_epochs(args.backup_dir)
-    if first >= args.epochs:
-        print(f"error: the backup in {args.backup_dir} already holds {first} epochs; pass "
-              f"--epochs larger than that or a fresh --backup-dir", file=sys.stderr, flush=True)
-        return 2
-    if chief:
-        report.report_config(
-            plan=plan, script="mwms_fmnist.py", strategy="multiworker", epochs=args.epochs,
-            first_epoch=first + 1, lr=lr, json_lines=args.json,
-            headline=f"MultiWorkerMirroredStrategy: {workers} worker(s), lr {lr:g}, epochs {first + 1}..{args.epochs}",
-            base_lr=args.lr, scale_lr=args.scale_lr, optimizer="adam", seed=args.seed, deterministic=False)
-
-    def dataset_fn(context: "tf.distribute.InputContext") -> "tf.data.Dataset":
-        # Strategy: each worker builds its own shard (positions r, r+W, ...) of each epoch's
-        # order, which depends only on (seed, epoch): a resumed run sees the same batches.
-        return pipeline.make_epochs_dataset(
-            fmnist.x_train, fmnist.y_train, batch_size=args.batch_size, seed=args.seed,
-            num_workers=context.num_input_pipelines, worker_index=context.input_pipeline_id,
-            first_epoch=first, last_epoch=args.epochs)
-
-    train = strategy.distribute_datasets_from_function(dataset_fn)  # Strategy: per-worker input
-    with strategy.scope():  # Strategy: variables are mirrored on every worker
-        model = models.build_model(seed=args.seed)
-        models.compile_model(model, optimizers.get_optimizer("adam", lr))
-
-    class ResumeReport(keras.callbacks.Callback):
-        """After BackupAndRestore restored the state: say from where the run continues."""
-
-        def on_train_begin(self, logs: dict | None = None) -> None:
-            digest = models.weights_digest(model)
-            if first and chief:
-                print(f"Resumed from the backup in {args.backup_dir} after epoch {first}",
-                      flush=True)
-                emit("resume", args.json, epoch=first, digest=digest, path=args.backup_dir)
-
-    callbacks: list = []
-    if args.backup_dir:
-        # Strategy: fault tolerance; every worker takes part, the chief writes the backup.
-        callbacks += [keras.callbacks.BackupAndRestore(backup_dir=args.backup_dir),
-                      ResumeReport()]
-    callbacks += [
-        keras.callbacks.LambdaCallback(
-            on_epoch_begin=lambda epoch, logs: seeding.reseed_dropout(model, args.seed, epoch)),
-        Throughput(plan.step_batch, samples_per_epoch=plan.samples_per_epoch,
-                   warmup_epochs=args.throughput_warmup_epochs, workers=workers,
-                   rank=args.index, json_lines=args.json),
-    ]
-    meter = callbacks[-1]
-    model.fit(train, epochs=args.epochs, steps_per_epoch=steps, callbacks=callbacks, verbose=0)
-
-    test = tf.data.Dataset.from_tensor_slices(
-        (fmnist.x_test[..., None].astype("float32") / 255.0, fmnist.y_test.astype("int32")))
+    # Strategy (2/4): batch the data with the GLOBAL batch, per-worker batch x workers; each step
+    # splits it, and each worker computes the gradient of its own part.
+    global_batch = args.batch_size * strategy.num_replicas_in_sync
+    train = images("train", args.train_subset)
+    train = train.shuffle(10_000, seed=args.seed).batch(global_batch).repeat()  # Strategy: the global batch
+    steps_per_epoch = math.ceil(args.train_subset / global_batch)  # Strategy: global steps = each worker's
+    done = drills.backed_up_epochs(args.backup_dir)  # Course: epochs the backup already holds ...
+    train = train.skip(done * steps_per_epoch)  # Course: ... so a restart reads the batches still to come
+    # Strategy (3/4): shard by element: each worker keeps its part of every global batch. (The
+    # default, AUTO, tries to give each worker its own FILES first: this split is one file.)
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    test = test.batch(256).with_options(options)
-    # Strategy: every worker evaluates its part; the metrics are combined across workers.
-    scores = model.evaluate(test, verbose=0)
-    digest = models.weights_digest(model)
-    if chief:
-        report.report_result(scores=scores, plan=plan, meter=meter, strategy="multiworker", epochs=args.epochs,
-                             epochs_run=args.epochs - first, started=started, json_lines=args.json,
-                             headline="Test accuracy {acc:.4f}, loss {loss:.4f}; wall time {wall:.1f} s")
-    emit("digest", args.json, rank=args.index, digest=digest)
-    return 0
+    train = train.with_options(options)
+
+    with strategy.scope():  # Strategy (4/4): variables created in here are mirrored on every worker
+        model = keras.Sequential([
+            keras.Input(shape=(28, 28, 1)),
+            keras.layers.Conv2D(32, 3, activation="relu"),
+            keras.layers.Conv2D(64, 3, activation="relu"),
+            keras.layers.MaxPooling2D(2),
+            keras.layers.Dropout(0.25),
+            keras.layers.Flatten(),
+            keras.layers.Dense(128, activation="relu"),
+            keras.layers.Dropout(0.5),
+            keras.layers.Dense(10),
+        ])
+        optimizer = keras.optimizers.Adam(args.lr)
+        model.compile(optimizer=optimizer, metrics=["accuracy"],
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    callbacks = []
+    if args.backup_dir:  # Strategy: fault tolerance; every worker takes part, the chief writes
+        callbacks.append(keras.callbacks.BackupAndRestore(backup_dir=args.backup_dir))
+    callbacks += drills.mwms_callbacks(args.seed, rank, strategy.num_replicas_in_sync, steps_per_epoch)  # Course
+
+    model.fit(train, epochs=args.epochs, steps_per_epoch=steps_per_epoch, callbacks=callbacks,
+              verbose=2 if rank == 0 else 0)  # Strategy: the chief alone logs
+
+    test = images("test", args.test_subset).batch(256)
+    # Strategy: every worker evaluates its part of each batch (a collective: all of them must call it)
+    loss, accuracy = model.evaluate(test.with_options(options), verbose=0)
+    if rank == 0:  # Strategy: the chief alone reports
+        print(json.dumps({"event": "result", "workers": strategy.num_replicas_in_sync,
+                          "test_accuracy": accuracy, "test_loss": loss}))
+    digest = hashlib.sha256(b"".join(np.ascontiguousarray(w).tobytes()
+                                     for w in model.get_weights())).hexdigest()
+    print(json.dumps({"event": "digest", "rank": rank, "digest": digest}))  # Strategy: this worker's weights
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

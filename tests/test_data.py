@@ -320,8 +320,9 @@ def test_one_resolver_decides_the_data_folder(tmp_path, monkeypatch):
     assert data.resolve_data_dir("~/x") == tmp_path / "x"
 
 
-@pytest.mark.parametrize("script", ["horovod_fmnist.py", "horovod_fmnist_elastic.py", "mwms_fmnist.py",
-                                    "mirrored_fmnist.py"])
+# The course's full scripts; the copyable ones (keras_fmnist.py and the scripts written from it or from
+# horovod_fmnist_minimal.py: mwms_fmnist.py, horovod_fmnist_elastic.py) read tfds's own folder, as tfds.load does.
+@pytest.mark.parametrize("script", ["horovod_fmnist.py", "mirrored_fmnist.py"])
 def test_every_training_script_takes_data_dir(script):
     path = Path(__file__).resolve().parents[1] / "source_code" / script
     out = subprocess.run([sys.executable, str(path), "--help"], capture_output=True, text=True, timeout=60)

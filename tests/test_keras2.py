@@ -18,9 +18,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 KERAS2 = ROOT / "course_lib" / "training" / "keras2.py"
-# Scripts that must run without course_lib (tests/test_minimal_script.py): they import tf_keras themselves.
+# Scripts that must run without course_lib (tests/test_minimal_script.py), or once their lines marked "# Course" are
+# deleted (tests/test_script_diff.py): they import tf_keras themselves.
 PRIVATE_APIS = ROOT / "tests" / "test_private_apis.py"
-STANDALONE = {ROOT / "source_code" / "keras_fmnist.py", ROOT / "source_code" / "horovod_fmnist_minimal.py"}
+STANDALONE = {ROOT / "source_code" / name for name in ("keras_fmnist.py", "horovod_fmnist_minimal.py",
+                                                        "mwms_fmnist.py", "horovod_fmnist_elastic.py")}
 
 #: Ways of reaching Keras other than course_lib.training.keras2 (Keras 3, or tf_keras without the variable).
 FORBIDDEN = re.compile(r"^\s*(from\s+tensorflow\s+import\s+keras\b|import\s+keras\b|from\s+keras\b"

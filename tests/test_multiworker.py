@@ -8,10 +8,12 @@ compares each of its verdict lines (issue 31: the suite makes each launch once).
 
 - Two host names (Gloo) and ``mpirun`` train to identical weights: 06's cells "two_hosts" and
   "with_mpirun" (both commands printed, ``-bind-to none`` included; "identical weights on every rank
-  of both runs: True"), and both learn ("every run learned (test accuracy >= 0.6 ...): True").
+  of both runs: True"), and both learn ("both learned (test accuracy >= 0.5 ...): True").
+- An elastic job loses a worker, shrinks, grows back and finishes: 06's "elastic" cells (group sizes
+  [2, 1, 2], the rates at 2 and 1 workers and their ratio, the final epoch, exit status 0).
 - A killed MultiWorkerMirroredStrategy run resumes from its backup: 06's "killed" and "resumed" cells
-  (killed, failed, stopped early; resumed after the last finished epoch, ran exactly the missing
-  epochs, "same final weights as the uninterrupted run: True", which learned).
+  (killed, failed, stopped early; continued after the last finished epoch, ran exactly the missing
+  epochs, "same final weights as the uninterrupted run: True"; the uninterrupted run learned).
 - No process of any of those runs is left: 06's "processes of this notebook's runs still alive: 0",
   and tests/conftest.py's session-wide leftover check.
 """

@@ -282,7 +282,7 @@ def test_elastic_carries_on_without_the_host_and_readmits_it(hosts, tmp_path):
         # in an elastic job that time-out is a recoverable error, so a short one only costs a reset.
         summary = launch_on(hosts, {"kind": "elastic", "script": str(ELASTIC),
                                     "args": ["--epochs", str(ELASTIC_EPOCHS), "--regrow-wait-s", "60", *ELASTIC_DATA,
-                                             *SMALL[4:]],
+                                             "--batch-size", "64"],
                                     "hosts": hosts.host_list(), "cooldown_range": [1, 2], "timeout": 150,
                                     "env": {"HOROVOD_GLOO_TIMEOUT_SECONDS": str(GLOO_TIMEOUT_S)}},
                             on_line=on_line, timeout=170)
@@ -298,7 +298,8 @@ def test_elastic_carries_on_without_the_host_and_readmits_it(hosts, tmp_path):
     epochs = [e["epoch"] for _, e in summary["events"] if e["event"] == "epoch"]
     results = [e for _, e in summary["events"] if e["event"] == "result"]
     assert epochs[-1] == ELASTIC_EPOCHS and len(results) == 1, (epochs, results)  # the last epoch was reached
-    assert results[0]["epochs_done"] == ELASTIC_EPOCHS and results[0]["sizes"][:2] == [2, 1], results
+    assert results[0]["epochs_done"] == ELASTIC_EPOCHS, results
+    assert 1 in [size for _, size in sizes], sizes  # it shrank to hostA alone (it started on both: above)
     losses = [e["loss"] for _, e in summary["events"] if e["event"] == "epoch"]
     assert losses[-1] < losses[0], losses  # the loss fell through the fault ...
     assert results[0]["test_accuracy"] >= ELASTIC_MIN_ACCURACY, results  # ... and it learned

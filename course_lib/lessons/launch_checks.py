@@ -1,21 +1,20 @@
-"""Self-checks of notebook 06's exercises: launching across hosts, elastic groups, the Slurm batch script.
+"""Self-checks of notebook 06's exercises (the Slurm batch script, an elastic job's host discovery), and its summary.
 
-* :func:`check_elastic_steps` (``06.elastic_steps``): the steps per epoch of the elastic run's one-worker
-  epochs, read from that run;
-* :func:`check_slurm_hosts` (``06.slurm_hosts``) and :func:`check_slurm_workers` (``06.slurm_np``, change an
-  experiment): run the real ``cluster/slurm_horovod.sbatch`` against stub ``scontrol`` and ``horovodrun``
-  programs (:func:`run_batch_script`) and compare with what it launched;
+* :func:`check_slurm_hosts` (``06.slurm_hosts``): runs the real ``cluster/slurm_horovod.sbatch`` against stub
+  ``scontrol`` and ``horovodrun`` programs (:func:`run_batch_script`) and compares with what it launched;
 * :func:`check_discovery_script` (``06.discovery``, a coding exercise): runs the learner's host discovery script
   in made-up cluster states and compares its lines with the hosts each state allows.
 
 No answer is stored: each is read from a run. Each check prints and returns its verdict the one way
-:mod:`course_lib.lessons.selfcheck` defines.
+:mod:`course_lib.lessons.selfcheck` defines. :func:`summary` writes the summary's sentences about what the
+notebook's runs showed from their verdicts, so a sentence cannot claim what its run did not show.
 
 Introduced in notebooks/06_beyond_one_machine.ipynb.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import subprocess
@@ -25,25 +24,8 @@ from typing import Any, Mapping
 
 from course_lib.lessons.selfcheck import right, waiting, wrong
 
-__all__ = ["check_elastic_steps", "expand_nodelist", "run_batch_script", "check_slurm_hosts",
-           "check_slurm_workers", "DISCOVERY_CASES", "check_discovery_script"]
-
-
-def check_elastic_steps(answer: Any, epochs: Any) -> bool:
-    """Self-check ``06.elastic_steps``: steps per epoch on each worker while the elastic group had one worker.
-
-    Args:
-        answer: The learner's integer; ``None``: not answered yet.
-        epochs: The elastic run's epochs (a table with ``workers`` and ``steps`` columns).
-    """
-    key = "06.elastic_steps"
-    truth = int(epochs[epochs["workers"] == 1]["steps"].iloc[0])
-    if answer is None:
-        return waiting(key)
-    if isinstance(answer, bool) or not isinstance(answer, (int, float)) or answer != truth:
-        return wrong(key, f"{answer!r} is not what the one-worker epochs ran.",
-                     "with one worker left, whose shard is the whole data set? The partial last batch counts")
-    return right(key, "the one-worker epochs ran that many steps")
+__all__ = ["expand_nodelist", "run_batch_script", "check_slurm_hosts",
+           "DISCOVERY_CASES", "check_discovery_script", "summary"]
 
 
 def expand_nodelist(nodelist: str) -> list[str]:
@@ -96,28 +78,6 @@ def check_slurm_hosts(answer: Any, script: str | os.PathLike[str]) -> bool:
         return wrong(key, f"{answer!r} is not the host list the script built.",
                      "read the loop that builds HOSTS: which names does scontrol print, and how many slots each")
     return right(key, "that is the -H list the batch script passed to horovodrun")
-
-
-def check_slurm_workers(answer: Any, script: str | os.PathLike[str], slurm: Mapping[str, str]) -> bool:
-    """Self-check ``06.slurm_np``: the learner changed the job (``slurm``) and says how many workers it starts.
-
-    The job must differ from the one of exercise 2 (``gpu[1-3]``, 4 tasks per node); the expected number is what
-    the real batch script, run with the learner's values, passed to ``horovodrun -np``.
-    """
-    key = "06.slurm_np"
-    if dict(slurm) == {"SLURM_JOB_NODELIST": "gpu[1-3]", "SLURM_NTASKS_PER_NODE": "4"}:
-        return waiting(key, "not run yet", "change the job in the cell above (nodes or tasks per node), run it.")
-    if answer is None:
-        return waiting(key)
-    try:
-        args = run_batch_script(script, slurm)
-    except RuntimeError as exc:
-        return wrong(key, f"{exc}.", "give SLURM_JOB_NODELIST as Slurm writes it, e.g. node[01-04]")
-    truth = int(args[args.index("-np") + 1])
-    if isinstance(answer, bool) or not isinstance(answer, (int, float)) or answer != truth:
-        return wrong(key, f"{answer!r} is not the -np of your job.",
-                     "how many nodes does your node list name, and how many ranks does each node run")
-    return right(key, f"your job starts {truth} workers")
 
 
 #: ``06.discovery``: (nodes file lines, slots per node, drained file lines or None for no file).
@@ -186,3 +146,38 @@ def check_discovery_script(script: str | None) -> bool:
                 return wrong(key, f"with {state} your script printed {got}.",
                              _diagnose_discovery(got, nodes, slots, drained))
     return right(key, f"your script offers the right hosts in all {len(DISCOVERY_CASES)} cluster states")
+
+
+def summary(verdicts: Mapping[str, Any]) -> str:
+    """The sentences of notebook 06's summary that state what its runs showed, each from its verdict.
+
+    Args:
+        verdicts: ``"same weights"`` (the two-host and the ``mpirun`` run ended identical), ``"elastic"`` (the
+            elastic job shrank, grew back and reached its last epoch), ``"lr ratio"`` (its learning rate with 2
+            workers over the rate with 1), ``"mwms resumed"`` (the killed MWMS run, restarted, ended with the
+            uninterrupted run's weights).
+
+    Returns:
+        One ``- `` line per verdict.
+    """
+    ratio = float(verdicts["lr ratio"])
+    if math.isclose(ratio, math.sqrt(2), rel_tol=1e-4):
+        how = f"divided by {ratio:.4f}, which is √2 (not halved: the rate scales with √workers)"
+    elif math.isclose(ratio, 2.0, rel_tol=1e-4):
+        how = "halved (the rate scales linearly with the workers)"
+    else:
+        how = f"divided by {ratio:.4f}"
+    lines = [
+        "Two \"hosts\" (localhost, 127.0.0.1) and plain mpirun -np 2 trained to identical weights."
+        if verdicts["same weights"] else
+        "The two-host run and the mpirun run did NOT end with identical weights: compare their digests above.",
+        "The elastic job shrank to one worker when a worker was killed mid-epoch, resumed from its last commit, "
+        "grew back after the host's cool-down and reached its final epoch."
+        if verdicts["elastic"] else
+        "The elastic job did NOT go through shrink, regrowth and its final epoch: read section 2's verdicts.",
+        f"When the elastic group shrank from 2 workers to 1, its learning rate was {how}.",
+        "MultiWorkerMirroredStrategy's killed run, started again with BackupAndRestore, ended with the weights of "
+        "the uninterrupted run." if verdicts["mwms resumed"] else
+        "MultiWorkerMirroredStrategy's restarted run did NOT end with the uninterrupted run's weights.",
+    ]
+    return "\n".join(f"- {line}" for line in lines)

@@ -66,11 +66,15 @@ class WorkerKiller:
 
 
 def world_sizes(result: RunResult) -> list[int]:
-    """The sizes an elastic group went through, in order (from rank 0's ``config``/``reset``)."""
+    """The sizes an elastic group went through, in order (from the ``worker`` event of each group's rank 0).
+
+    The event's own rank, not the line's prefix: the prefix is the process's launch slot, and after a reset
+    Horovod may number another process 0.
+    """
     sizes: list[int] = []
-    for rank, event in result.events:
-        if rank == 0 and event["event"] in ("config", "reset"):
-            size = int(event.get("workers", event.get("size", 0)))
+    for _, event in result.events:
+        if event["event"] == "worker" and int(event["rank"]) == 0:
+            size = int(event["size"])
             if not sizes or sizes[-1] != size:
                 sizes.append(size)
     return sizes

@@ -19,10 +19,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from tools.localcluster.common import LocalClusterError
+from tools.localcluster.common import LocalClusterError, run
 from tools.localcluster.hosts import LINK, LocalHosts
 
-__all__ = ["launch_on", "RESULT_MARK", "DISCOVERY", "ROOT"]
+__all__ = ["launch_on", "gloo_on_two_hosts", "RESULT_MARK", "DISCOVERY", "ROOT"]
 
 RESULT_MARK = "LOCALCLUSTER_RESULT "
 ROOT = Path(__file__).resolve().parents[2]
@@ -108,6 +108,25 @@ def launch_on(hosts: LocalHosts, spec: dict[str, Any], *, on_line: Callable[[str
             return summary
     raise LocalClusterError(f"the launcher on {on} ended (status {proc.returncode}) without a result; "
                             "last lines: " + " | ".join(lines[-20:]))
+
+
+def gloo_on_two_hosts(script: str | os.PathLike[str], args: list[str], *, env: dict[str, str] | None = None,
+                      on_line: Callable[[str], None] | None = None, timeout: float = 300) -> dict[str, Any]:
+    """Start the two hosts, run ``horovodrun --gloo -H hostA:1,hostB:1 python script args`` from hostA, stop them.
+
+    Notebook 06's real two-host run: what :func:`launch_on` returns, plus ``routes`` (hostB's whole routing
+    table) and ``over_ssh`` (whether hostB's sshd accepted a login during the run).
+    """
+    with LocalHosts() as pair:
+        routes = run([pair.tools["ip"], "-n", pair.host("hostB").namespace, "route"]).stdout.strip()  # the main table
+        log = pair.workdir / "sshd_hostB.log"
+        logins = log.read_text().count("Accepted publickey")
+        summary = launch_on(pair, {"kind": "gloo", "script": str(script), "args": list(args), "hosts": pair.host_list(),
+                                   "timeout": max(timeout - 60, 60), "env": dict(env or {})},
+                            on_line=on_line, timeout=timeout)
+        summary["routes"] = routes
+        summary["over_ssh"] = log.read_text().count("Accepted publickey") > logins
+    return summary
 
 
 if __name__ == "__main__":
