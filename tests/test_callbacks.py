@@ -379,3 +379,39 @@ def test_notebook_01_batch_verdict_can_go_each_way(monkeypatch, large, expected)
     sweep = scripted_sweep(monkeypatch, script, rounds=5, warmup_epochs=1)
     ratio, ci, _ = sweep.ratio(256, 16)
     assert measured.at_least(ratio, ci, 1.0) == expected
+
+
+def test_epoch_line_prints_the_span_its_rate_divides():
+    """Review 2026-11-28 (2a): with warmup_steps the line printed the whole epoch's time beside a rate of the
+    span after step 1 (1024 images in 2.65 s; 673.5 images/s). Images / seconds on the line must give its rate."""
+    import re
+
+    for warmup_steps, says in ((1, " (from the end of step 1)"), (0, "")):
+        clock, out = FakeClock(), io.StringIO()
+        m = meter(clock, 64, samples_per_epoch=1024, warmup_epochs=0, warmup_steps=warmup_steps, verbose=True,
+                  stream=out)
+        run_epoch(m, clock, 0, [0.5] + [0.1] * 15)
+        line = out.getvalue()
+        images, seconds, rate = re.match(r"epoch 1: (\d+) images in ([\d.]+) s(.*?); ([\d.]+) images/s", line).group(
+            1, 2, 4)
+        assert float(rate) == pytest.approx(int(images) / float(seconds), rel=1e-3), line
+        assert line.startswith(f"epoch 1: {1024 - 64 * warmup_steps} images in") and ("from the end" in line) == bool(says)
+        assert says in line
+
+
+def test_result_line_does_not_report_a_warmup_epoch(capsys):
+    """E-10: a run whose only epoch was warm-up ('not counted') printed its rate 'over 1 epoch(s)'. Now its result
+    line says there is no images/s; one more epoch and the line reports the counted one."""
+    from course_lib.training import epochs, report
+
+    plan = epochs.EpochPlan(640, 64, 1)
+    for n_epochs, says in ((1, "no images/s (every epoch of this run was warm-up)"), (2, "images/s over 1 epoch(s)")):
+        clock = FakeClock()
+        m = meter(clock, 64, samples_per_epoch=640, warmup_epochs=1)
+        for epoch in range(n_epochs):
+            run_epoch(m, clock, epoch, [0.1] * 10)
+        result = report.report_result(scores=(0.5, 0.8), plan=plan, strategy="horovod", epochs=n_epochs,
+                                      epochs_run=n_epochs, started=time.perf_counter(), meter=m)
+        out = capsys.readouterr().out
+        assert says in out, out
+        assert result.get("warmup_only", False) is (n_epochs == 1)
