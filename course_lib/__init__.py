@@ -27,7 +27,8 @@ and each layer's imports as ``tests/test_layers.MAY_IMPORT`` enforces them.
     (elastic Horovod, several python workers, mpirun) and ``faults`` (notebook 06's drills).
 ``lessons/`` (imports training, runner)
     Helpers of the notebooks: ``concepts`` and ``experiments`` (01), ``allreduce_model`` and
-    ``timeline`` (what communication costs), ``scaling`` (tables and plots), ``measured`` (a measured
+    ``timeline`` (what communication costs), ``scaling`` (tables and plots), ``paired_runs`` (launched runs
+    compared in alternating rounds, 03), ``measured`` (a measured
     value shown masked, with its verdict), ``ablation``, ``trials`` and ``trial_runner`` (04), ``knobs`` (05),
     ``selfcheck`` (the one self-check pattern), ``exercises`` (answers), ``coding_checks`` (01-03),
     ``experiment_checks`` (02-03's experiments), ``schedule_check`` (04), ``cost_checks`` (05) and
