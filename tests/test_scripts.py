@@ -130,7 +130,7 @@ class _RunSplitter:
 
 
 K, MICRO_STEPS, MICRO_BATCH = 3, 6, 32  # 192 images per rank / 32 per micro-batch per epoch
-RUNS = ("reference", "control", "accumulated", "warmup", "interrupted")  # the runs of the shared launch, in turn
+RUNS = ("reference", "control", "no_broadcast", "accumulated", "warmup", "interrupted")  # the runs of the shared launch, in turn
 
 
 @pytest.fixture(scope="module")
@@ -140,6 +140,7 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
     - ``reference``: uninterrupted, 2 epochs with checkpoints; first, so its ranks claim the free cores;
     - ``control``: without DistributedOptimizer, 1 epoch of 2 steps;
+    - ``no_broadcast``: the same with DistributedOptimizer but without the broadcast, each rank from its own seed;
     - ``accumulated``: --backward-passes-per-step 3, 2 epochs of 6 micro-steps, LR scaled, one warm-up epoch,
       the test set scored every epoch, rank 0's weights digested after every micro-step (one run for what
       three runs checked: a one-process run here, tests/test_accumulation.py's 2-worker run and
@@ -152,6 +153,7 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> dict:
     runs = [
         [*SMALL, "--epochs", "2", "--checkpoint-dir", str(ckpt["reference"])],
         [*CONTROL, "--no-distributed-optimizer"],
+        [*CONTROL, "--no-broadcast", "--seed-per-rank"],
         ["--train-subset", str(2 * MICRO_STEPS * MICRO_BATCH), "--test-subset", "64",
          "--batch-size", str(MICRO_BATCH), "--backward-passes-per-step", str(K),
          "--epochs", "2", "--lr", "0.001", "--scale-lr", "--warmup-epochs", "1",
@@ -288,10 +290,17 @@ def test_control_without_distributed_optimizer_diverges(launch: dict) -> None:
     assert digests[0] != digests[1]
 
 
-# The control without the broadcast (--no-broadcast --seed-per-rank: the ranks must end apart, or identical digests
-# would prove nothing) is notebook 03's experiment (exercise 4), which prints the run's config record and whether the
-# ranks' weights differ, compared by nbval; tests/test_exercises.py::test_03_notebook_shows_the_solution_runs_verdicts
-# checks those committed lines (issue 31).
+@needs_horovod
+@pytest.mark.horovod
+@pytest.mark.slow
+def test_control_without_broadcast_diverges(launch: dict) -> None:
+    """Each rank from its own seed and nothing broadcast: the averaged gradients keep the different starts apart
+    (the control behind change 5 of notebook 03; its exercise until issue 45)."""
+    control = launch["no_broadcast"]
+    (config,) = _of(control["events"], "config")
+    assert config["broadcast"] is False and config["seed_per_rank"] is True, config
+    digests = {e["rank"]: e["digest"] for e in _of(control["events"], "digest")}
+    assert sorted(digests) == [0, 1] and digests[0] != digests[1], digests
 
 
 @needs_horovod

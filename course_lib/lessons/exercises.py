@@ -29,7 +29,6 @@ from typing import Any, Callable, Mapping
 from course_lib.lessons import concepts
 from course_lib.lessons.selfcheck import right, waiting, wrong
 from course_lib.lessons.coding_checks import check_horovod_run, check_replica_step, check_ring_allreduce, steps_shown
-from course_lib.lessons.trials import peak_lr
 from course_lib.training import epochs
 from course_lib.training.pipeline import samples_per_epoch, steps_per_epoch
 from course_lib.training.stats import scaling_efficiency
@@ -150,11 +149,6 @@ def _honest_rate(steps: int, global_batch: int, seconds: float, train_size: int)
     return meter.summary().images_per_sec_mean
 
 
-def _scaled_lr(base_lr: float, workers: int) -> float:
-    # At a fixed per-worker batch the global batch grows with the workers (batches in per-worker units).
-    return peak_lr({"base_lr": base_lr, "base_batch": 1, "batch": workers, "lr_scaling": "linear"})
-
-
 def _updates_ratio(growth: int) -> int:
     # Any data set both batches divide gives the same ratio; the smallest: `growth` images, batches 1 and growth.
     small = epochs.epoch_arithmetic(growth, 1, 1)["updates_per_epoch"]
@@ -194,9 +188,6 @@ EXERCISES: dict[str, Exercise] = {exercise.key: exercise for exercise in [
              "steps per epoch on each worker?", {"train_size": 60_000, "per_worker_batch": 32, "workers": 4},
              "integer", "one epoch is one pass over the data by all workers together, "
              "each on its own shard; the partial last batch counts", _steps),
-    Exercise("03.scaled_lr", "Base learning rate {base_lr} for one worker; linear scaling rule with {workers} "
-             "workers: learning rate?", {"base_lr": 0.001, "workers": 8}, "real",
-             "by what factor did the global batch grow", _scaled_lr),
     Exercise("04.steps_ratio", "Same epochs, {growth}× larger global batch: how many times fewer optimizer "
              "steps?", {"growth": 8}, "integer", "how does the number of steps in one epoch depend on the global batch", _updates_ratio),
 ]}

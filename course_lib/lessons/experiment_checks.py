@@ -1,4 +1,4 @@
-"""Self-checks of the "change the experiment" exercises of notebooks 02 and 03.
+"""Self-check of the "change the experiment" exercise of notebook 02.
 
 In each, the learner changes one setting of an experiment the notebook runs, predicts what will happen, runs
 it and answers with a word; the check compares that word with what the learner's own run measured (never with
@@ -7,11 +7,8 @@ a stored answer) and says what it means:
 * ``02.divisor`` (notebooks/02_mirrored_strategy.ipynb): each replica divides its summed loss by another
   number than the images of the whole step; do two replicas still give one device's weights
   (:func:`divisor_weight_gap`, :func:`check_divisor_experiment`)?
-* ``03.broadcast`` (notebooks/03_horovod.ipynb): two Horovod workers start from their own seeds and rank 0's
-  weights are not broadcast; do the ranks still end with the same weights (:func:`check_broadcast_experiment`)?
-
-Both verdicts are deterministic: a weight gap of float32 rounding (below ``1e-5``) against one of the size of
-an SGD step (above ``1e-3``; anything between is "cannot tell"), and weight digests that are equal or not.
+The verdict is deterministic: a weight gap of float32 rounding (below ``1e-5``) against one of the size of
+an SGD step (above ``1e-3``; anything between is "cannot tell").
 Every check prints and returns its verdict the one way :mod:`course_lib.lessons.selfcheck` defines.
 
 Introduced in notebooks/02_mirrored_strategy.ipynb.
@@ -24,7 +21,7 @@ from typing import Any
 from course_lib.lessons.coding_checks import replica_weight_gap
 from course_lib.lessons.selfcheck import right, waiting, word_answer, wrong
 
-__all__ = ["DIVISOR_BATCH", "divisor_weight_gap", "check_divisor_experiment", "check_broadcast_experiment"]
+__all__ = ["DIVISOR_BATCH", "divisor_weight_gap", "check_divisor_experiment"]
 
 #: Images per step (on all replicas) of the divisor experiment: two full steps, no partial one.
 DIVISOR_BATCH = 32
@@ -95,38 +92,3 @@ def check_divisor_experiment(answer: Any, *, divide_by: float | None, gap: float
         "the all-reduce ADDS the replicas' gradients, so only the images of the whole step give their mean; "
         "any other divisor scales every SGD step" if measured == "differ" else
         "this divisor gave the mean over the step's images"))
-
-
-def check_broadcast_experiment(answer: Any, *, run: Any) -> bool:
-    """Self-check ``03.broadcast``: without the broadcast, do the ranks end with the ``same`` or ``different`` weights?
-
-    Args:
-        answer: ``"same"`` or ``"different"``; ``None``: not answered yet.
-        run: The ``RunResult`` of the learner's 2-worker run (its ``command`` and per-rank ``digests`` are
-            read); ``None``: not run yet.
-
-    Returns:
-        True when the word matches the digests the ranks printed.
-    """
-    key = "03.broadcast"
-    if run is None:
-        return waiting(key, "not run yet", "set SKIP_BROADCAST in the exercise's first cell and run the experiment.")
-    command = [str(arg) for arg in getattr(run, "command", [])]
-    if "--no-broadcast" not in command:
-        return wrong(key, "your run still broadcast rank 0's weights: nothing was changed.",
-                     "set the experiment's setting so that the broadcast is skipped, then rerun it")
-    digests = dict(getattr(run, "digests", {}))
-    if len(digests) < 2:
-        return wrong(key, f"the run reported {len(digests)} rank's weights; two are needed.",
-                     "did the run finish? Read its last lines")
-    word = word_answer(key, answer, ("same", "different"))
-    if word is None:
-        return False
-    measured = "same" if len(set(digests.values())) == 1 else "different"
-    if word != measured:
-        return wrong(key, f"the ranks did not end with {word} weights in your run.",
-                     "compare the digests the run printed, then ask what the averaged gradient is added to")
-    return right(key, f"the ranks ended with {measured} weights: " + (
-        "every rank adds the SAME averaged gradient to its OWN start, so different starts stay different "
-        "forever; the broadcast is what makes the workers one model" if measured == "different" else
-        "their starts were already equal, so the averaged gradients kept them equal"))

@@ -18,7 +18,6 @@ SOLUTIONS = {
     "02.replicas_steps": 469,    # global batch 64 x 2 = 128; 60 000 / 128 = 468.75 -> 469 steps
     # 03_horovod
     "03.epochs": 469,            # 60 000 / 4 workers = 15 000 each; 15 000 / 32 = 468.75 -> 469 steps
-    "03.scaled_lr": 0.008,       # 0.001 x 8 workers = 0.008
     # 04_large_batch
     "04.steps_ratio": 8,         # updates per epoch = N / B, so B x 8 gives 8x fewer updates
 }
@@ -33,7 +32,6 @@ WRONG = {
     "02.loss_scale": [32, 2],
     "02.replicas_steps": [938, 468],
     "03.epochs": [1_875, 117],
-    "03.scaled_lr": [0.001, 0.000125],
     "04.steps_ratio": [1, 64],
 }
 
