@@ -50,6 +50,16 @@ def test_the_minimal_script_adds_only_horovod_lines() -> None:
     assert "import course_lib" not in MINIMAL.read_text() and "from course_lib" not in MINIMAL.read_text()
 
 
+def test_the_diff_shows_rank_0s_checkpoint_and_resume() -> None:
+    """Notebook 03 prints this diff, generated from the two files (so it cannot drift): the checkpoint idioms a
+    learner copies are in its added lines (issue 45)."""
+    added = "\n".join(line for line in difflib.unified_diff(_code_lines(PLAIN), _code_lines(MINIMAL), lineterm="", n=0)
+                      if line.startswith("+"))
+    assert "manager.latest_checkpoint and hvd.rank() == 0:  # Horovod: rank 0 alone restores" in added
+    assert "hvd_tf.broadcast_variables(model.variables + optimizer.variables() + [epoch], root_rank=0)" in added
+    assert "if manager and hvd.rank() == 0:  # Horovod: rank 0 alone saves" in added
+
+
 @pytest.mark.parametrize("path", [MINIMAL, COURSE], ids=["minimal", "course"])
 def test_the_five_changes_are_numbered_in_order(path: Path) -> None:
     numbers = [int(n) for n in re.findall(r"# Horovod \((\d)/5\)", path.read_text())]

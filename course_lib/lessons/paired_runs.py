@@ -144,6 +144,7 @@ def speed_sentence(a: str, b: str, ratio: Paired) -> str:
         (or ``slower``, or ``cannot tell which is faster here``).
     """
     verdict = ci_verdict(ratio.mean, ratio.ci95, 1.0)
-    words = {True: f"{a} is faster here", False: f"{a} is slower here"}.get(verdict, "cannot tell which is faster here")
+    words = ("cannot tell which is faster here" if verdict is None else
+             f"{a} is faster here" if verdict else f"{a} is slower here")
     return (f"measured: {a} against {b}: ≈{ratio.mean:.2f} ± {ratio.ci95:.2f} times the images/s "
             f"({ratio.pairs} paired epochs): {words}")
