@@ -28,11 +28,12 @@ and each layer's imports as ``tests/test_layers.MAY_IMPORT`` enforces them.
     (elastic Horovod, several python workers, mpirun) and ``faults`` (notebook 06's drills).
 ``lessons/`` (imports training, runner)
     Helpers of the notebooks: ``concepts`` and ``experiments`` (01), ``allreduce_model`` and
-    ``timeline`` (what communication costs), ``scaling`` (tables and plots), ``paired_runs`` (02's runs in
-    interleaved rounds, paired), ``measured`` (a measured value shown masked, with its verdict), ``ablation``,
-    ``recovery``, ``trials`` and ``trial_runner`` (04), ``knobs`` (05),
+    ``timeline`` (what communication costs), ``scaling`` (tables and plots), ``paired_runs`` (runs compared in
+    alternating rounds, paired: 03; the one owner of the pairing), ``mirrored_rounds`` (02's runs in rounds),
+    ``measured`` (a measured value shown masked, with its verdict), ``ablation``, ``recovery``, ``trials`` and
+    ``trial_runner`` (04), ``knobs`` (05),
     ``selfcheck`` (the one self-check pattern), ``exercises`` (answers), ``coding_checks`` (01-03),
-    ``experiment_checks`` (02-03's experiments), ``schedule_check`` (04), ``cost_checks`` (05) and
+    ``schedule_check`` (04), ``cost_checks`` (05) and
     ``launch_checks`` (06) (the self-checks), ``coverage`` (every image once), ``display``
     (what a cell shows), ``widgets`` (the control panel) and ``script_diff`` (the lines between two scripts).
 ``environment/`` (imports training, runner)

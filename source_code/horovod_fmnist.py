@@ -38,8 +38,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              scale_lr_help="multiply the learning rate by the growth of the global batch over "
                              "one worker's batch: workers x --backward-passes-per-step (linear scaling)")
     parser.add_argument("--warmup-epochs", type=non_negative_int, default=0,
-                        help="ramp the learning rate from lr/(workers x backward passes) up to lr over "
-                        "this many epochs (Horovod LearningRateWarmupCallback); must be < --epochs")
+                        help="ramp the learning rate from --lr (one worker's rate) up to the scaled rate "
+                        "over this many epochs (Horovod's LearningRateWarmupCallback); needs --scale-lr and "
+                        "must be < --epochs")
     parser.add_argument("--plateau", action="store_true",
                         help="halve the learning rate when the (worker-averaged) loss stops improving")
     parser.add_argument("--optimizer", choices=flags.OPTIMIZERS, default="adam",
@@ -81,6 +82,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.warmup_epochs and args.warmup_epochs >= args.epochs:
         parser.error(f"--warmup-epochs ({args.warmup_epochs}) must be smaller than --epochs "
                      f"({args.epochs}); lower it or train longer")
+    if args.warmup_epochs and not args.scale_lr:
+        parser.error("--warmup-epochs ramps the rate from --lr up to the scaled rate, so it needs --scale-lr "
+                     "(without it the rate is --lr from the first step: drop --warmup-epochs)")
     if args.resume and not args.checkpoint_dir:
         parser.error("--resume needs --checkpoint-dir (the folder of the run to continue)")
     args.resume_from = None
@@ -189,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
                                  expected_cpus=None if gpus else threads)
     steps_callbacks = [hvd.callbacks.MetricAverageCallback(),  # Horovod: average logged metrics
                        callbacks.ReseedDropout(args.seed),
-                       *lr_callbacks(args, hvd, tf, lr, growth, steps, rank)]
+                       *lr_callbacks(args, hvd, tf, lr, growth, steps, rank),
+                       callbacks.FirstStepLearningRate()]  # the rate each epoch starts with, in its event
     if args.eval_every_epoch and rank == 0:  # after MetricAverageCallback: rank 0's keys only
         steps_callbacks.append(callbacks.EvaluateEachEpoch(test, started))
     steps_callbacks.append(meter)
@@ -226,11 +231,13 @@ def lr_callbacks(args: argparse.Namespace, hvd: Any, tf: Any, lr: float, growth:
     from course_lib.training.keras2 import keras
 
     found: list[Any] = []
+    # Horovod's warm-up ramps from initial_lr / size up to initial_lr: with the rate scaled by the workers
+    # (--scale-lr) it starts at --lr, one worker's rate (tests/test_scripts.py checks the first step's rate).
     if args.warmup_epochs and args.backward_passes_per_step == 1:
         found.append(hvd.callbacks.LearningRateWarmupCallback(  # Horovod: LR warm-up
             initial_lr=lr, warmup_epochs=args.warmup_epochs, momentum_correction=False,
             steps_per_epoch=steps, verbose=int(rank == 0)))
-    elif args.warmup_epochs:  # the same ramp, from lr / (size x k): accumulation grows the batch too
+    elif args.warmup_epochs:  # the same ramp, from lr / (size x k) = --lr: accumulation grows the batch too
         found.append(hvd.callbacks.LearningRateScheduleCallback(  # Horovod: LR warm-up
             initial_lr=lr, multiplier=schedules.warmup_multiplier(growth, args.warmup_epochs, steps),
             start_epoch=0, end_epoch=args.warmup_epochs, staircase=False,

@@ -9,6 +9,9 @@ How to run (prepare Fashion-MNIST once per node first:
 ``python -c "import tensorflow_datasets as tfds; tfds.load('fashion_mnist')"``)::
 
     horovodrun -np 2 python source_code/horovod_fmnist_minimal.py --epochs 1 --train-subset 6000
+
+With ``--checkpoint-dir DIR`` rank 0 saves a checkpoint after every epoch; the same command run again
+continues after the last saved epoch, on any number of workers (rank 0 restores, then broadcasts).
 """
 
 import argparse
@@ -20,6 +23,7 @@ import random
 
 os.environ["TF_USE_LEGACY_KERAS"] = "1"  # Keras 2 before TensorFlow loads: Horovod's Keras layer needs it
 
+import horovod.tensorflow as hvd_tf  # Horovod: broadcast_variables
 import horovod.tensorflow.keras as hvd  # Horovod
 import numpy as np
 import tensorflow as tf
@@ -36,6 +40,8 @@ def parse_args():
     parser.add_argument("--train-subset", type=int, default=60000, help="first N training images")
     parser.add_argument("--test-subset", type=int, default=10000, help="first N test images")
     parser.add_argument("--seed", type=int, default=42, help="seed of weights and data order")
+    parser.add_argument("--checkpoint-dir", default=None,
+                        help="save a checkpoint here after every epoch; run again to resume from it")
     return parser.parse_args()
 
 
@@ -82,10 +88,30 @@ def main():
     optimizer = hvd.DistributedOptimizer(optimizer)  # Horovod (4/5): average gradients
     model.compile(optimizer=optimizer, metrics=["accuracy"],
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0),  # Horovod (5/5): rank 0's start
-                 hvd.callbacks.MetricAverageCallback()]  # Horovod: log metrics averaged over workers
+    optimizer.build(model.trainable_variables)  # the optimizer's state exists before a restore
 
-    model.fit(train, epochs=args.epochs, steps_per_epoch=steps_per_epoch, callbacks=callbacks,
+    # A checkpoint holds the weights, the optimizer's state and the epoch. A run that finds one continues
+    # after its epoch, on the same data order (dropout's masks after a resume are new draws).
+    epoch = tf.Variable(0)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=epoch)
+    manager = tf.train.CheckpointManager(checkpoint, args.checkpoint_dir, 2) if args.checkpoint_dir else None
+    if manager and manager.latest_checkpoint and hvd.rank() == 0:  # Horovod: rank 0 alone restores
+        checkpoint.restore(manager.latest_checkpoint)
+        print(json.dumps({"event": "resume", "epoch": int(epoch)}))
+    # Horovod (5/5): every worker starts from rank 0's weights, optimizer state and epoch, BEFORE the first
+    # step (hvd.callbacks.BroadcastGlobalVariablesCallback(0) would broadcast only after it).
+    hvd_tf.broadcast_variables(model.variables + optimizer.variables() + [epoch], root_rank=0)  # Horovod (5/5)
+
+    def save(done, logs):  # after every epoch
+        epoch.assign(done + 1)
+        if manager and hvd.rank() == 0:  # Horovod: rank 0 alone saves
+            manager.save()
+
+    callbacks = [keras.callbacks.LambdaCallback(on_epoch_end=save)]
+    callbacks.append(hvd.callbacks.MetricAverageCallback())  # Horovod: log metrics averaged over workers
+
+    model.fit(train.skip(int(epoch) * steps_per_epoch), epochs=args.epochs, initial_epoch=int(epoch),
+              steps_per_epoch=steps_per_epoch, callbacks=callbacks,
               verbose=2 if hvd.rank() == 0 else 0)  # Horovod: rank 0 alone logs
 
     if hvd.rank() == 0:  # Horovod: rank 0 alone evaluates and reports

@@ -8,6 +8,9 @@ How to run (needs TensorFlow 2.18 with tf-keras and tensorflow-datasets, with Fa
 ``python -c "import tensorflow_datasets as tfds; tfds.load('fashion_mnist')"``)::
 
     python source_code/keras_fmnist.py --epochs 1 --train-subset 6000
+
+With ``--checkpoint-dir DIR`` it saves a checkpoint after every epoch, and the same command run again
+continues after the last saved epoch.
 """
 
 import argparse
@@ -34,6 +37,8 @@ def parse_args():
     parser.add_argument("--train-subset", type=int, default=60000, help="first N training images")
     parser.add_argument("--test-subset", type=int, default=10000, help="first N test images")
     parser.add_argument("--seed", type=int, default=42, help="seed of weights and data order")
+    parser.add_argument("--checkpoint-dir", default=None,
+                        help="save a checkpoint here after every epoch; run again to resume from it")
     return parser.parse_args()
 
 
@@ -69,9 +74,26 @@ def main():
     optimizer = keras.optimizers.Adam(args.lr)
     model.compile(optimizer=optimizer, metrics=["accuracy"],
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    callbacks = []
+    optimizer.build(model.trainable_variables)  # the optimizer's state exists before a restore
 
-    model.fit(train, epochs=args.epochs, steps_per_epoch=steps_per_epoch, callbacks=callbacks,
+    # A checkpoint holds the weights, the optimizer's state and the epoch. A run that finds one continues
+    # after its epoch, on the same data order (dropout's masks after a resume are new draws).
+    epoch = tf.Variable(0)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=epoch)
+    manager = tf.train.CheckpointManager(checkpoint, args.checkpoint_dir, 2) if args.checkpoint_dir else None
+    if manager and manager.latest_checkpoint:
+        checkpoint.restore(manager.latest_checkpoint)
+        print(json.dumps({"event": "resume", "epoch": int(epoch)}))
+
+    def save(done, logs):  # after every epoch
+        epoch.assign(done + 1)
+        if manager:
+            manager.save()
+
+    callbacks = [keras.callbacks.LambdaCallback(on_epoch_end=save)]
+
+    model.fit(train.skip(int(epoch) * steps_per_epoch), epochs=args.epochs, initial_epoch=int(epoch),
+              steps_per_epoch=steps_per_epoch, callbacks=callbacks,
               verbose=2)
 
     test = images("test", args.test_subset).batch(256)

@@ -208,35 +208,19 @@ def _output_of(notebook: str, marker: str) -> str:
 
 
 def test_03_notebook_shows_the_solution_runs_verdicts() -> None:
-    """03's solved run of horovod_fmnist_minimal.py (2 workers, TINY) passes the check, ended cleanly and learned.
+    """03's solved run of horovod_fmnist_minimal.py (2 workers, TINY) passes the check.
 
     Formerly test_coding_self_check_accepts_the_solution (and before it tests/test_minimal_script.py's
-    two-worker test), which launched the very run that notebooks/03_horovod.ipynb's exercise 3 launches
-    (solution cells): the notebook now prints those properties as True/False lines, which strict nbval compares on
-    every re-execution (sanitize.cfg masks none of them), so one launch proves them (issue 31). This test checks
-    that the committed verdicts are there, True, with test_minimal_script's thresholds; nbval checks that a new
-    run reproduces them. Likewise the broadcast experiment (formerly test_broadcast_experiment_on_a_real_run and
-    tests/test_scripts.py's control run): 03 prints the run's config record and whether the ranks' weights differ."""
-    from test_minimal_script import MAX_TEST_LOSS, MIN_ACCURACY
-
+    two-worker test), which launched the very run that notebooks/03_horovod.ipynb's coding exercise launches
+    (solution cells): the notebook prints the check's verdict, which strict nbval compares on every re-execution,
+    so one launch proves it (issue 31). That the script exits cleanly, leaves nothing running and learns is
+    tests/test_minimal_script.py's resume test (its uninterrupted run; issue 45 moved it there with 03's
+    "beyond the check" cell)."""
     assert _solution_source("03", "run_it = True").count("horovod_fmnist_minimal.py") == 1
     run_cell = _output_of("03", "if run_it:")
     assert re.search(r"^\s*4/4 - ", run_cell, re.M), run_cell        # rank 0's Keras line: 4 steps of TINY's 512
     check_out = _output_of("03", "passed = check_horovod_run(my_run, workers=2)")
     assert check_out.startswith("[03.horovod_script] correct: 2 ranks with identical weights"), check_out
-    verdicts = _output_of("03", "no process of the run is still running").splitlines()
-    assert verdicts == ["every rank exited with status 0: True",
-                        "no process of the run is still running: True",
-                        "rank 0 reported 2 workers: True",
-                        f"test accuracy ≥ {MIN_ACCURACY}: True",
-                        f"test loss ≤ 0.85 × ln 10 = {MAX_TEST_LOSS:.2f}: True"], verdicts
-    assert math.isclose(MAX_TEST_LOSS, 0.85 * math.log(10))
-    broadcast = _output_of("03", "broadcast_run = launch.run_horovod(").splitlines()
-    assert [line.split(":")[0] for line in broadcast[:2]] == ["rank 0", "rank 1"], broadcast
-    assert broadcast[2:] == ["the run's own record: broadcast False, a seed per rank True",
-                             "the ranks' weights differ: True"], broadcast
-    assert _output_of("03", "check_broadcast_experiment(answer, run=broadcast_run)").startswith(
-        "[03.broadcast] correct: the ranks ended with different weights")
 
 
 #: Exercise 3's two typical mistakes, made in ONE attempt and judged from ONE launch (issue 31; formerly a launch
@@ -521,7 +505,7 @@ def test_every_committed_self_check_output_is_a_verdict_line() -> None:
             if cell.cell_type == "code" and re.search(r"\bcheck\w*\(", cell.source) and text:
                 assert VERDICT_LINE.match(_first_line(text)), f"{notebook.name}: {text!r}"
                 seen += 1
-    assert seen >= 15   # 19 after 00-02 kept one or two exercises each (issue 45)
+    assert seen >= 12   # 14 with 05 still to merge: 00-06 keep one or two exercises each (issue 45)
 
 
 def test_the_verdict_line_pattern_can_fail() -> None:
@@ -769,8 +753,8 @@ def test_discovery_check_placeholder(capsys: pytest.CaptureFixture[str]) -> None
     assert "not written yet" in capsys.readouterr().out
 
 
-# --- issue 30: the solution cells of 02-03, and the "change the experiment" exercise of 03 -------------------
-NUMERIC_SOLUTIONS = {"02.replicas_steps": "02", "03.epochs": "03", "03.scaled_lr": "03"}
+# --- issue 30: the solution cells of 02-03 ------------------------------------------------------------
+NUMERIC_SOLUTIONS = {"02.replicas_steps": "02", "03.epochs": "03"}
 
 
 @pytest.mark.parametrize("key", sorted(NUMERIC_SOLUTIONS))
@@ -862,30 +846,3 @@ def test_02_notebook_solution_replica_step(replica_step_runs: tuple[str, str]) -
     found = json.loads(out.strip().splitlines()[-1])
     assert found["verdicts"] == {"solution": True, "per_replica_batch": False, "fixed_global_batch": False,
                                  "no_update": False}, out
-
-
-def _fake_run(digests: dict[int, str], *flags: str) -> Any:
-    from types import SimpleNamespace
-
-    return SimpleNamespace(command=["python", "horovod_fmnist.py", "--epochs", "1", *flags], digests=digests)
-
-
-def test_broadcast_experiment_check(capsys: pytest.CaptureFixture[str]) -> None:
-    from course_lib.lessons.experiment_checks import check_broadcast_experiment
-
-    namespace: dict[str, Any] = {}
-    exec(_solution_source("03", "SKIP_BROADCAST ="), namespace)  # noqa: S102
-    exec(_solution_source("03", 'answer = "'), namespace)  # noqa: S102
-    assert namespace["SKIP_BROADCAST"] is True
-    control = ("--no-broadcast", "--seed-per-rank")
-    apart = _fake_run({0: "aa11", 1: "bb22"}, *control)
-    assert check_broadcast_experiment(namespace["answer"], run=apart) is True
-    assert check_broadcast_experiment("same", run=apart) is False                        # the wrong prediction
-    assert check_broadcast_experiment("same", run=_fake_run({0: "aa11", 1: "aa11"}, "--no-broadcast")) is True
-    assert check_broadcast_experiment("different", run=_fake_run({0: "aa11", 1: "aa11"})) is False  # not changed
-    assert check_broadcast_experiment("different", run=_fake_run({0: "aa11"}, *control)) is False   # one rank
-    assert check_broadcast_experiment("differ", run=apart) is False                      # not one of the words
-    assert check_broadcast_experiment(None, run=apart) is False
-    assert check_broadcast_experiment("different", run=None) is False
-    out = capsys.readouterr().out
-    assert out.count("Hint:") == 4 and "not run yet" in out and "not answered yet" in out

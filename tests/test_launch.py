@@ -471,3 +471,12 @@ def test_a_failed_rank_is_named_with_its_host():
     assert local == "rank 1 (on localhost) failed"
     assert name_failed_host("rank 5 failed", 5, "a:1", None) == "rank 5 failed"
 
+
+
+def test_run_result_shows_its_command_as_one_line_the_same_on_every_machine():
+    """03 prints the horovodrun line of each launch: absolute paths (the venv's python) shortened to their names,
+    the relative script path and every argument kept as they ran."""
+    result = RunResult(command=["/opt/venv/bin/python", "-m", "course_lib.runner.horovodrun", "-np", "2", "--gloo",
+                                "/opt/venv/bin/python", "../source_code/horovod_fmnist.py", "--epochs", "5"])
+    assert result.command_line() == ("python -m course_lib.runner.horovodrun -np 2 --gloo python "
+                                     "../source_code/horovod_fmnist.py --epochs 5")

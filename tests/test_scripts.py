@@ -130,7 +130,7 @@ class _RunSplitter:
 
 
 K, MICRO_STEPS, MICRO_BATCH = 3, 6, 32  # 192 images per rank / 32 per micro-batch per epoch
-RUNS = ("reference", "control", "accumulated", "interrupted")  # the runs of the shared launch, in turn
+RUNS = ("reference", "control", "no_broadcast", "accumulated", "warmup", "interrupted")  # the runs of the shared launch, in turn
 
 
 @pytest.fixture(scope="module")
@@ -140,10 +140,12 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
     - ``reference``: uninterrupted, 2 epochs with checkpoints; first, so its ranks claim the free cores;
     - ``control``: without DistributedOptimizer, 1 epoch of 2 steps;
+    - ``no_broadcast``: the same with DistributedOptimizer but without the broadcast, each rank from its own seed;
     - ``accumulated``: --backward-passes-per-step 3, 2 epochs of 6 micro-steps, LR scaled, one warm-up epoch,
       the test set scored every epoch, rank 0's weights digested after every micro-step (one run for what
       three runs checked: a one-process run here, tests/test_accumulation.py's 2-worker run and
       tests/test_ablation.py's one-process run of the same flags);
+    - ``warmup``: 2 epochs, the LR scaled by the 2 workers and warmed up over the first (Horovod's own callback);
     - ``interrupted``: the reference's flags into another folder, the whole job killed with SIGKILL of its
       process group right after this run's checkpoint of epoch 1 is committed.
     """
@@ -151,11 +153,13 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> dict:
     runs = [
         [*SMALL, "--epochs", "2", "--checkpoint-dir", str(ckpt["reference"])],
         [*CONTROL, "--no-distributed-optimizer"],
+        [*CONTROL, "--no-broadcast", "--seed-per-rank"],
         ["--train-subset", str(2 * MICRO_STEPS * MICRO_BATCH), "--test-subset", "64",
          "--batch-size", str(MICRO_BATCH), "--backward-passes-per-step", str(K),
          "--epochs", "2", "--lr", "0.001", "--scale-lr", "--warmup-epochs", "1",
          "--eval-every-epoch", "--step-digests", "--json", "--deterministic",
          "--threads-per-worker", "1", "--checkpoint-dir", str(ckpt["accumulated"])],
+        [*SMALL, "--epochs", "2", "--lr", "0.001", "--scale-lr", "--warmup-epochs", "1"],
         [*SMALL, "--epochs", "2", "--checkpoint-dir", str(ckpt["interrupted"])],
     ]
     cmd = [*HOROVODRUN, "-np", "2", "--gloo", sys.executable, str(RUNS_IN_TURN), str(HOROVOD_SCRIPT),
@@ -286,10 +290,17 @@ def test_control_without_distributed_optimizer_diverges(launch: dict) -> None:
     assert digests[0] != digests[1]
 
 
-# The control without the broadcast (--no-broadcast --seed-per-rank: the ranks must end apart, or identical digests
-# would prove nothing) is notebook 03's experiment (exercise 4), which prints the run's config record and whether the
-# ranks' weights differ, compared by nbval; tests/test_exercises.py::test_03_notebook_shows_the_solution_runs_verdicts
-# checks those committed lines (issue 31).
+@needs_horovod
+@pytest.mark.horovod
+@pytest.mark.slow
+def test_control_without_broadcast_diverges(launch: dict) -> None:
+    """Each rank from its own seed and nothing broadcast: the averaged gradients keep the different starts apart
+    (the control behind change 5 of notebook 03; its exercise until issue 45)."""
+    control = launch["no_broadcast"]
+    (config,) = _of(control["events"], "config")
+    assert config["broadcast"] is False and config["seed_per_rank"] is True, config
+    digests = {e["rank"]: e["digest"] for e in _of(control["events"], "digest")}
+    assert sorted(digests) == [0, 1] and digests[0] != digests[1], digests
 
 
 @needs_horovod
@@ -379,10 +390,28 @@ def test_eval_every_epoch_accumulation_scaling_and_warmup(accumulated: dict) -> 
     for event in epochs:
         assert 0.0 <= event["test_accuracy"] <= 1.0 and math.isfinite(event["test_loss"]), event
     assert 0 < epochs[0]["wall_time_s"] < epochs[1]["wall_time_s"]
-    # The warm-up ramp ends at the scaled LR after its last epoch.
+    # The warm-up ramp starts one step above --lr (one worker's rate), 1/growth of the scaled rate, and ends at it.
+    growth = 2 * K
+    assert epochs[0]["lr_first_step"] == pytest.approx(0.001 * (1 + (growth - 1) / MICRO_STEPS), rel=1e-5)
     assert epochs[0]["lr"] == pytest.approx(0.001 * 2 * K, rel=1e-5)
     (result,) = _of(events, "result")
     assert result["test_accuracy"] == pytest.approx(epochs[-1]["test_accuracy"])
+
+
+@needs_horovod
+@pytest.mark.horovod
+@pytest.mark.slow
+def test_warmup_starts_at_one_workers_rate_on_two_ranks(launch: dict) -> None:
+    """issue 44: the warm-up's first step trains at --lr, one worker's rate (one ramp increment above it, as
+    Horovod's callback steps), not at --lr / size, and the second epoch at the rate scaled by the 2 workers."""
+    events = launch["warmup"]["events"]
+    (config,) = _of(events, "config")
+    base, workers, steps = 0.001, 2, config["steps_per_epoch"]
+    assert config["workers"] == workers and config["lr"] == pytest.approx(base * workers) and steps == 8, config
+    first, second = (e["lr_first_step"] for e in _of(events, "epoch"))
+    assert first == pytest.approx(base * (1 + (workers - 1) / steps), rel=1e-5), first   # 0.001125
+    assert base <= first < base * workers / 2 ** 0.5   # not base / size, not the scaled rate
+    assert second == pytest.approx(base * workers, rel=1e-5), second
 
 
 # ------------------------------------------------------------------ flags
@@ -404,6 +433,7 @@ BAD_FLAGS = [
     (["--lr", "nan"], "--lr: expected a number > 0"),
     (["--optimizer", "rmsprop"], "invalid choice: 'rmsprop'"),
     (["--epochs", "2", "--warmup-epochs", "2"], "--warmup-epochs (2) must be smaller"),
+    (["--epochs", "2", "--warmup-epochs", "1"], "so it needs --scale-lr"),
     (["--resume"], "--resume needs --checkpoint-dir"),
     (["--resume", "--checkpoint-dir", "{empty}"], "holds no complete checkpoint"),
     (["--resume", "--checkpoint-dir", "{missing}"], "does not exist"),

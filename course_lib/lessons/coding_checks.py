@@ -77,7 +77,8 @@ def check_horovod_run(run: Any, *, workers: int = 2) -> bool:
                         "digest on every rank, with its own rank (hvd.rank())")
     elif len(set(run.digests.values())) != 1:
         problems.append("the ranks ended with DIFFERENT weights: are the gradients averaged "
-                        "(hvd.DistributedOptimizer) and rank 0's start broadcast (BroadcastGlobalVariablesCallback)?")
+                        "(hvd.DistributedOptimizer) and rank 0's start broadcast before the first step "
+                        "(hvd_tf.broadcast_variables, or hvd.callbacks.BroadcastGlobalVariablesCallback(0))?")
     command = [str(arg) for arg in getattr(run, "command", [])]
     expected = epoch_arithmetic(_flag(command, "--train-subset", 60000), _flag(command, "--batch-size", 128),
                                 workers)["steps_per_epoch"]

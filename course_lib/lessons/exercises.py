@@ -27,7 +27,6 @@ from typing import Any, Callable, Mapping
 
 from course_lib.lessons.selfcheck import right, waiting, wrong
 from course_lib.lessons.coding_checks import check_horovod_run, check_replica_step, check_ring_allreduce, steps_shown
-from course_lib.lessons.trials import peak_lr
 from course_lib.training import epochs
 from course_lib.training.pipeline import steps_per_epoch
 
@@ -126,9 +125,6 @@ def _replica_steps(train_size: int, per_replica_batch: int, replicas: int) -> in
     return steps_per_epoch(train_size, per_replica_batch * replicas)
 
 
-def _scaled_lr(base_lr: float, workers: int) -> float:
-    # At a fixed per-worker batch the global batch grows with the workers (batches in per-worker units).
-    return peak_lr({"base_lr": base_lr, "base_batch": 1, "batch": workers, "lr_scaling": "linear"})
 
 
 EXERCISES: dict[str, Exercise] = {exercise.key: exercise for exercise in [
@@ -144,9 +140,6 @@ EXERCISES: dict[str, Exercise] = {exercise.key: exercise for exercise in [
              "steps per epoch on each worker?", {"train_size": 60_000, "per_worker_batch": 32, "workers": 4},
              "integer", "one epoch is one pass over the data by all workers together, "
              "each on its own shard; the partial last batch counts", _steps),
-    Exercise("03.scaled_lr", "Base learning rate {base_lr} for one worker; linear scaling rule with {workers} "
-             "workers: learning rate?", {"base_lr": 0.001, "workers": 8}, "real",
-             "by what factor did the global batch grow", _scaled_lr),
 ]}
 
 

@@ -12,6 +12,7 @@ Introduced in notebooks/03_horovod.ipynb.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 
@@ -152,6 +153,14 @@ class RunResult:
             self.result = event
         elif kind == "checkpoint":
             self.checkpoints.append(event)
+
+    def command_line(self) -> str:
+        """The command that ran, as one line to read: each absolute path shortened to its file name
+        (``/…/.venv/bin/python`` → ``python``), so the line is the same on every machine.
+
+        Introduced in notebooks/03_horovod.ipynb (which prints the ``horovodrun`` line of each launch).
+        """
+        return " ".join(os.path.basename(arg) if os.path.isabs(arg) else arg for arg in self.command)
 
     def lines_for_rank(self, rank: int | None) -> list[str]:
         """The text (prefix removed) of every line of ``rank``; ``None``: horovodrun's own."""

@@ -21,7 +21,7 @@ from course_lib.training.seeding import reseed_dropout
 from course_lib.training.throughput import ThroughputMeter
 
 __all__ = ["Throughput", "ReseedDropout", "EvaluateEachEpoch", "CheckpointEachEpoch",
-           "ReportConsumed", "StepDigests"]
+           "ReportConsumed", "StepDigests", "FirstStepLearningRate"]
 
 
 class Throughput(ThroughputMeter, keras.callbacks.Callback):
@@ -123,3 +123,26 @@ class StepDigests(keras.callbacks.Callback):
         self.step += 1
         emit("step_digest", self.json_lines, epoch=self.epoch, step=self.step,
              digest=weights_digest(self.model))
+
+
+class FirstStepLearningRate(keras.callbacks.Callback):
+    """Add ``lr_first_step``, the learning rate the epoch's first step trained with, to the epoch's logs.
+
+    Put it after the learning-rate schedule callbacks (they set the rate at each step's start) and before
+    :class:`Throughput`, which copies the logs into the ``epoch`` event: a warm-up's start is then on
+    record (tests/test_scripts.py checks it at 2 ranks).
+
+    Introduced in notebooks/03_horovod.ipynb.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.value: float | None = None
+
+    def on_train_batch_begin(self, batch: int, logs: dict | None = None) -> None:
+        if batch == 0:
+            self.value = float(keras.backend.get_value(self.model.optimizer.learning_rate))
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        if logs is not None and self.value is not None:
+            logs["lr_first_step"] = self.value

@@ -72,6 +72,7 @@ def report_result(*, scores: tuple[float, float], plan: EpochPlan, strategy: str
     result: dict[str, Any] = dict(strategy=strategy, workers=plan.workers, per_worker_batch=plan.per_worker_batch,
                                   global_batch=plan.global_batch)
     values: dict[str, Any] = {"acc": test_acc, "loss": test_loss, "wall": wall}
+    warmup_only = False
     if meter is not None:
         summary = meter.summary()
         summary_json = summary.to_dict()  # NaN -> None (strict JSON)
@@ -79,9 +80,19 @@ def report_result(*, scores: tuple[float, float], plan: EpochPlan, strategy: str
                       per_worker_images_per_sec=summary_json["per_worker_images_per_sec"])
         values.update(rate=summary.images_per_sec_mean, per_worker=summary.per_worker_images_per_sec,
                       epochs_counted=summary.epochs_counted)
-    default = ("Test accuracy {acc:.4f}, loss {loss:.4f}; {rate:.1f} images/s over {epochs_counted} epoch(s) "
-               f"({{per_worker:.1f}} per {'replica' if plan.one_reader else 'worker'}); wall time {{wall:.1f}} s"
-               if meter is not None else "Test accuracy {acc:.4f}, loss {loss:.4f}; wall time {wall:.1f} s")
+        # Every epoch was warm-up (a one-epoch or resumed run): its rate is in the event, marked, but the line
+        # does not report an epoch that its own epoch line called "not counted".
+        warmup_only = summary.includes_warmup
+        if warmup_only:
+            result.update(warmup_only=True)
+    if meter is None:
+        default = "Test accuracy {acc:.4f}, loss {loss:.4f}; wall time {wall:.1f} s"
+    elif warmup_only:
+        default = ("Test accuracy {acc:.4f}, loss {loss:.4f}; no images/s (every epoch of this run was warm-up); "
+                   "wall time {wall:.1f} s")
+    else:
+        default = ("Test accuracy {acc:.4f}, loss {loss:.4f}; {rate:.1f} images/s over {epochs_counted} epoch(s) "
+                   f"({{per_worker:.1f}} per {'replica' if plan.one_reader else 'worker'}); wall time {{wall:.1f}} s")
     print((headline or default).format(**values), flush=True)
     result.update(epochs=epochs, epochs_run=epochs_run, total_steps=plan.steps_per_epoch * epochs_run,
                   test_loss=test_loss, test_accuracy=test_acc, wall_time_s=wall)

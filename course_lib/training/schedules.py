@@ -10,15 +10,17 @@ from typing import Any, Callable
 __all__ = ["linear_warmup", "warmup_multiplier"]
 
 
-def warmup_multiplier(growth: int, warmup_epochs: int,
+def warmup_multiplier(growth: float, warmup_epochs: int,
                       steps_per_epoch: int) -> Callable[[float], float]:
     """Learning-rate multiplier of a linear warm-up from ``lr / growth`` to ``lr``.
 
-    Horovod's ``LearningRateWarmupCallback`` starts at ``lr / hvd.size()``; with accumulation the
-    batch grows by ``size × k``, so the script gives this to ``LearningRateScheduleCallback``.
+    Horovod's ``LearningRateWarmupCallback`` starts at ``lr / hvd.size()``: one worker's rate only when
+    the rate was scaled linearly by the workers. Give this to ``LearningRateScheduleCallback`` when the
+    rate grew by another factor: ``size × k`` with accumulation, ``√size`` for Adam (notebook 03), so the
+    ramp starts at one worker's rate.
 
     Args:
-        growth: Factor by which the global batch grew (workers × backward passes), >= 1.
+        growth: Factor by which the rate was scaled (workers × backward passes; √workers), >= 1.
         warmup_epochs: Epochs of the ramp, >= 1.
         steps_per_epoch: Training steps per epoch, >= 1.
 

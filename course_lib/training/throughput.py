@@ -309,7 +309,10 @@ class ThroughputMeter:
         if self.verbose:
             note = " (warm-up, not counted)" if record.warmup else ""
             name = f" ({self.label})" if self.label else ""
-            print(f"epoch {epoch + 1}{name}: {record.samples} images in {record.epoch_time_s:.2f} s; "
+            # The span the rate divides: with warmup_steps, from the end of the first steps (review 2026-11-28).
+            skipped = record.steps - record.counted_steps
+            span = f" (from the end of step {skipped})" if skipped else ""
+            print(f"epoch {epoch + 1}{name}: {record.counted_samples} images in {record.counted_time_s:.2f} s{span}; "
                   f"{rate:.1f} images/s ({rate / self.workers:.1f} per worker, {self.workers} "
                   f"worker{'s' if self.workers > 1 else ''}), {step_ms:.2f} ms/step{note}",
                   file=out, flush=True)

@@ -12,7 +12,6 @@ SOLUTIONS = {
     "02.replicas_steps": 469,    # global batch 64 x 2 = 128; 60 000 / 128 = 468.75 -> 469 steps
     # 03_horovod
     "03.epochs": 469,            # 60 000 / 4 workers = 15 000 each; 15 000 / 32 = 468.75 -> 469 steps
-    "03.scaled_lr": 0.008,       # 0.001 x 8 workers = 0.008
 }
 
 # Typical wrong answers a learner gives, per exercise (the self-check must reject them).
@@ -20,7 +19,6 @@ WRONG = {
     "00.global_batch": [64, 16],
     "02.replicas_steps": [938, 468],
     "03.epochs": [1_875, 117],
-    "03.scaled_lr": [0.001, 0.000125],
 }
 
 # Coding exercises: the solution is a file; the self-check reads the learner's run, not a stored value.
