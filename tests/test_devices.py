@@ -232,7 +232,8 @@ def test_mirrored_layout_for_every_gpu_count(gpus, kind, simulated):
 def test_machine_facts_are_printed_on_masked_lines(gpus, cores):
     names = ["NVIDIA H100 80GB HBM3"] * gpus
     line = devices.machine_line(names, cores)
-    assert line.startswith("machine: ") and "\n" not in line and f"{cores} CPU core" in line
+    assert line.startswith("on this machine: ") and "\n" not in line and f"{cores} CPU core" in line
     report = devices.DeviceReport(names, cores, ["/cpu:0", "/cpu:1"], True, 1024 if gpus else None)
-    assert all(row.startswith("machine: ") for row in report.text(prefix="machine: ").splitlines())
-    assert report.text(prefix="machine: ").replace("machine: ", "") == report.text()
+    shown = report.text(prefix="on this machine: ")
+    assert all(row.startswith("on this machine: ") for row in shown.splitlines())
+    assert shown.replace("on this machine: ", "") == report.text()

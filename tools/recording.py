@@ -25,7 +25,7 @@ import nbformat
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
-from course_lib.environment.machine import parse_stamp, stamp  # noqa: E402
+from course_lib.environment.machine import STAMP_PREFIX, parse_stamp, stamp  # noqa: E402
 
 #: The machine facts that must be the same in every notebook of one recording (the loads may differ).
 SAME_MACHINE = ("cpu_model", "cores", "gpus", "python", "tensorflow", "horovod")
@@ -122,6 +122,11 @@ def disagreements(root: Path = ROOT) -> list[str]:
         except Refused as no_stamp:
             found.append(f"{name}: {no_stamp.reasons[0]}")
             continue
+        others = [line for text in texts(nbformat.read(path, as_version=4)) for line in text.splitlines()
+                  if line.startswith(STAMP_PREFIX)][1:]   # the first is the stamp
+        if others:
+            found.append(f"{name}: {len(others)} more line(s) start {STAMP_PREFIX.strip()!r} besides the stamp "
+                         f"(e.g. {others[0][:60]!r}); other facts of the machine start 'on this machine:'")
         if facts["recording"] is None:
             found.append(f"{name}: its stamp was not completed by make record (no load at end, no recording)")
             continue

@@ -126,7 +126,7 @@ class DeviceReport:
         """A plain multi-line statement of the hardware, real and simulated.
 
         Args:
-            prefix: Put in front of every line; notebooks pass ``"machine: "`` so that nbval masks
+            prefix: Put in front of every line; notebooks pass ``"on this machine: "`` so that nbval masks
                 these machine-dependent lines (tests/notebooks/sanitize.cfg).
         """
         n = len(self.logical_devices)

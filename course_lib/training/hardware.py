@@ -99,21 +99,21 @@ def gpu_for_rank(local_rank: int, gpus: int) -> int:
 
 
 def machine_line(gpus: list[str] | None = None, cores: int | None = None) -> str:
-    """One line stating this machine's shape, starting ``machine:`` (nbval masks such lines).
+    """One line stating this machine's shape, starting ``on this machine:`` (nbval masks such lines).
 
     Args:
         gpus: GPU names; ``None`` asks :func:`gpu_names`.
         cores: CPU cores; ``None`` uses :func:`cpu_cores`.
 
     Returns:
-        e.g. ``"machine: 2 CPU cores, no GPU"`` or ``"machine: 16 CPU cores, 2 GPUs (NVIDIA H100 ...)"``.
+        e.g. ``"on this machine: 2 CPU cores, no GPU"`` or ``"on this machine: 16 CPU cores, 2 GPUs (NVIDIA H100 ...)"``.
     """
     gpus = gpu_names() if gpus is None else gpus
     cores = cpu_cores() if cores is None else cores
     if not gpus:
-        return f"machine: {cores} CPU core{'s' if cores != 1 else ''}, no GPU"
+        return f"on this machine: {cores} CPU core{'s' if cores != 1 else ''}, no GPU"
     names = ", ".join(sorted(set(gpus)))
-    return f"machine: {cores} CPU cores, {len(gpus)} GPU{'s' if len(gpus) != 1 else ''} ({names})"
+    return f"on this machine: {cores} CPU cores, {len(gpus)} GPU{'s' if len(gpus) != 1 else ''} ({names})"
 
 
 def span(ids: tuple[int, ...]) -> str:
