@@ -26,8 +26,8 @@ and each layer's imports as ``tests/test_layers.MAY_IMPORT`` enforces them.
     ``runlog`` (rank prefixes and JSON lines into a RunResult), ``multiworker`` and ``supervise``
     (elastic Horovod, several python workers, mpirun) and ``faults`` (notebook 06's drills).
 ``lessons/`` (imports training, runner)
-    Helpers of the notebooks: ``concepts`` and ``experiments`` (01), ``allreduce_model`` and
-    ``timeline`` (what communication costs), ``scaling`` (tables and plots), ``measured`` (a measured
+    Helpers of the notebooks: ``concepts`` and ``experiments`` (01), ``allreduce_model``, ``transport``,
+    ``alpha_parts``, ``comm_findings`` and ``timeline`` (what communication costs, 05), ``scaling`` (tables and plots), ``measured`` (a measured
     value shown masked, with its verdict), ``ablation``, ``trials`` and ``trial_runner`` (04), ``knobs`` (05),
     ``selfcheck`` (the one self-check pattern), ``exercises`` (answers), ``coding_checks`` (01-03),
     ``experiment_checks`` (02-03's experiments), ``schedule_check`` (04), ``cost_checks`` (05) and
