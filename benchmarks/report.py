@@ -30,6 +30,7 @@ LABELS = {
     "hvd1": "Horovod -np 1, 1 intra-op thread",
     "hvd2": "Horovod -np 2, 1 thread each, Horovod defaults",
     "hvd2_course": "Horovod -np 2, 1 thread and 1 core each, HOROVOD_CYCLE_TIME=5 (course default)",
+    "hvd2_mpi": "Horovod -np 2, MPI, 1 thread and 1 core each, HOROVOD_CYCLE_TIME=5 (candidate)",
     "ceiling": "ceiling: 1 process, intra-op threads = cores, no Horovod",
     "hvd2_unpinned": "Horovod -np 2, TensorFlow default threads (no pinning)",
     "mir1": "MirroredStrategy, 1 CPU device",
@@ -91,8 +92,8 @@ def section1_rows(samples: Samples, *, workers: int, cores: int,
                   goal_pct: float = 97.0, floor_pct: float = 93.0) -> list[Row]:
     """Horovod weak scaling on CPU, against 1 worker and against the machine's ceiling."""
     rows = [rate_row("1", LABELS[k], samples[k]) for k in
-            ("hvd1", "hvd2", "hvd2_course", "ceiling", "hvd2_unpinned") if k in samples]
-    for k in ("hvd2", "hvd2_course", "hvd2_unpinned"):
+            ("hvd1", "hvd2", "hvd2_course", "hvd2_mpi", "ceiling", "hvd2_unpinned") if k in samples]
+    for k in ("hvd2", "hvd2_course", "hvd2_mpi", "hvd2_unpinned"):
         if k not in samples:
             continue
         what = LABELS[k].split(", ", 1)[1]

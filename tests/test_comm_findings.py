@@ -11,7 +11,7 @@ from course_lib.lessons.comm_findings import Findings, summary_lines, word
 BASE = Findings(latency_ratio=300.0, latency_far_above=True, largest_part="cycle wait", largest_share=0.57,
                 cycle_majority=True, parts_add_up=True, busbw_share={"gloo": (0.36, False), "mpi": (0.85, True)},
                 memory_slower=True, without_horovod_slower=True, step_verdict="slower", step_ratio=1.1,
-                skew_explains=True)
+                skew_explains=True, mpi_faster_small=True, mpi_faster_large=True)
 
 # field -> the other values it can take; every one must change the summary
 FLIPS = {
@@ -23,6 +23,8 @@ FLIPS = {
     "without_horovod_slower": [False, None],
     "step_verdict": ["faster", "cannot tell"],
     "skew_explains": [False, None],
+    "mpi_faster_small": [False, None],
+    "mpi_faster_large": [False, None],
 }
 
 
@@ -43,7 +45,10 @@ def test_the_sentences_say_what_their_verdicts_decided():
     assert "falls with the machine's memory" in text
     low = "\n".join(summary_lines(dataclasses.replace(BASE, cycle_majority=False, largest_part="negotiation")))
     assert "most of α is the cycle wait" not in low and "less than half of α" in low   # the E-1 case
-    assert "Horovod's own path" in summary_lines(dataclasses.replace(BASE, without_horovod_slower=False))[5]
+    assert "Horovod's own path" in summary_lines(dataclasses.replace(BASE, without_horovod_slower=False))[6]
+    assert "`horovodrun --mpi` is the faster controller" in text
+    gloo = dataclasses.replace(BASE, mpi_faster_small=False, mpi_faster_large=False)
+    assert "keep Gloo" in "\n".join(summary_lines(gloo))
 
 
 def test_word():

@@ -81,3 +81,16 @@ def test_paired_compare_verdict_follows_the_interval(shift, verdict):
     assert knobs.paired_compare(rounds).verdict == verdict
     with pytest.raises(ValueError, match="two paired epochs"):
         knobs.paired_compare([([1.0], [2.0])])
+
+
+def test_plot_paired_titles_the_verdict_it_plots():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rounds = {"base": [[100, 101], [150, 151]], "x": [[111, 110], [161, 160]]}
+    effect = knobs.paired_compare(list(zip(rounds["base"], rounds["x"])))
+    ax = knobs.plot_paired(rounds, "base", effect)
+    assert "(slower)" in ax.get_title() and "+10.0" in ax.get_title()
+    assert sum(len(line.get_xdata()) for line in ax.get_lines()) == 8
+    plt.close(ax.figure)

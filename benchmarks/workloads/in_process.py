@@ -4,7 +4,8 @@ Sub-commands (each prints one JSON line ``{"event": "samples", "variants": {name
 
 * ``prepare --out F.npz``: load the real Fashion-MNIST once (``course_lib.training.data.load_arrays``,
   verified) and save the training arrays for the other workloads (no event printed).
-* ``callback``: seconds of ``fit(steps)`` without and with ``course_lib.training.callbacks.Throughput``.
+* ``callback``: seconds of ``fit(steps)`` without and with ``course_lib.training.callbacks.Throughput``, their
+  order alternated round by round (A B, B A).
 * ``pipeline``: images/s of the ``course_lib.training.data`` pipeline alone (iterating the batches) and
   of the model consuming it (``fit``).
 * ``batches``: training images/s at several batch sizes (same number of images each).
@@ -155,8 +156,13 @@ def main(argv: list[str] | None = None) -> int:
 
         fit_steps_and_teardown(model, ds, 5, [])  # trace both paths before measuring
         fit_steps_and_teardown(model, ds, 5, meter())
-        got = rounds_of(lambda i: {"without": timed_fit(ds, args.steps, []),
-                                   "with": timed_fit(ds, args.steps, meter())})
+        def callback_round(i: int) -> dict:
+            # A B in even rounds, B A in odd ones: a fit that runs second (warmer caches, or a drift) favours
+            # neither side over the rounds.
+            order = ("without", "with") if i % 2 == 0 else ("with", "without")
+            return {name: timed_fit(ds, args.steps, meter() if name == "with" else []) for name in order}
+
+        got = rounds_of(callback_round)
         done(got, section="4", unit="s", batch=args.batch, steps=args.steps)
     elif args.command == "pipeline":
         ds = dataset(args.batch)

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     import pandas
 
 __all__ = ["step_samples", "summarise", "compare", "knob_table", "plot_knobs", "abba_order", "paired_compare",
-           "PairedEffect"]
+           "PairedEffect", "plot_paired"]
 
 
 def step_samples(epochs: Iterable[Mapping[str, Any]]) -> np.ndarray:
@@ -185,3 +185,35 @@ def paired_compare(rounds: Sequence[tuple[Sequence[float], Sequence[float]]]) ->
     slower = ci_verdict(mean, half, 0.0)
     verdict = {True: "slower", False: "faster", None: CANNOT_TELL}[slower]
     return PairedEffect(mean, half, float(np.mean(var) / np.mean(base)), len(diffs), verdict)
+
+
+def plot_paired(rounds: Mapping[str, Sequence[Sequence[float]]], baseline: str, effect: PairedEffect,
+                ax: Any = None) -> Any:
+    """Each round's epochs of both variants side by side, and the paired difference the verdict used.
+
+    Args:
+        rounds: ``{label: [epochs of round 0, epochs of round 1, ...]}``, two labels, the baseline among them.
+        baseline: The label the difference is taken against.
+        effect: :func:`paired_compare`'s result for the other label against ``baseline``.
+
+    Returns:
+        The Axes (display its figure; do not return it bare from a cell).
+    """
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(9, 2.8))
+    labels = [baseline] + [k for k in rounds if k != baseline]
+    for y, label in enumerate(labels):
+        for r, samples in enumerate(rounds[label]):
+            ax.plot(samples, [y + 0.12 * (r - (len(rounds[label]) - 1) / 2)] * len(samples), "o",
+                    color=f"C{r}", alpha=0.7, label=f"round {r + 1}" if y == 0 else None)
+    ax.set_yticks(range(len(labels)))
+    ax.set_yticklabels(labels)
+    ax.invert_yaxis()
+    ax.set_xlabel("ms per step (one dot per timed epoch; colour: the round, A B B A)")
+    ax.set_title(f"{labels[-1]} − {baseline}, epochs paired within a round: {effect.difference_ms:+.1f} ± "
+                 f"{effect.ci95_ms:.1f} ms ({effect.verdict})", fontsize=10)
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    return ax
