@@ -306,9 +306,12 @@ def run_in_process(command: str, settings: Settings, data_path: Path) -> dict:
             "--images", str(settings.images),
             "--max-extra-rounds", str(settings.max_extra_rounds)]
     print(f"in-process: {command}", flush=True)
+    from course_lib.training.hardware import cpu_cores
     try:
+        # Every core: its fits use TensorFlow's default threading and the CPU clock expects every core busy (on
+        # one slot the process was pinned to one core and every round read "machine idle 49 %").
         result = launch.run_python(IN_PROCESS, args, timeout=settings.timeout_s, output=_printer,
-                                   cwd=REPO)
+                                   cwd=REPO, slots=cpu_cores())
     except launch.RunFailedError as exc:
         print(f"!! in_process.py {command} failed: {exc}", file=sys.stderr, flush=True)
         return {}
@@ -473,6 +476,9 @@ def main(argv: list[str] | None = None) -> int:
         rows += report.section3_rows(samples, global_batch=BATCH * WORKERS)
     if "4" in sections:
         rows += report.section4_rows(inproc.get("4", {}).get("variants", {}))
+        rows += report.section4_hook_rows(inproc.get("4", {}).get("hooks", {}),
+                                          inproc.get("4", {}).get("variants", {}).get("without", []),
+                                          int(inproc.get("4", {}).get("steps", settings.callback_steps)))
         rows += report.section4_cpu_rows(inproc.get("4", {}).get("cpu", {}))
     if "5" in sections:
         rows += report.section5_rows(inproc.get("5", {}).get("variants", {}))

@@ -90,3 +90,32 @@ def test_callback_section_runs_longer_and_more_rounds_than_the_others():
     assert full.callback_rounds >= 8 and full.callback_steps >= 3 * full.inproc_steps
     assert quick.callback_rounds < full.callback_rounds
     assert run.make_settings(False, 12).callback_rounds == 12
+
+
+def test_in_process_sections_hold_every_core(monkeypatch):
+    from course_lib.runner import launch
+    from course_lib.training.hardware import cpu_cores
+
+    held = {}
+
+    def fake(script, args, **kw):
+        held["slots"] = kw.get("slots")
+        raise launch.RunFailedError("stop here", returncode=1, rank=None, tail="", result=None)
+
+    monkeypatch.setattr(launch, "run_python", fake)
+    assert run.run_in_process("callback", run.make_settings(True, None), Path("x")) == {}
+    assert held["slots"] == cpu_cores()
+
+
+@pytest.mark.parametrize("extra_us, verdict", [(5.0, "met"), (2000.0, "NOT met"), (700.0, "not resolved")])
+def test_the_hook_row_resolves_the_callback_overhead_against_one_percent(extra_us, verdict):
+    from benchmarks import report
+
+    fits = [12.0, 12.0, 12.0]                  # 120 steps of 100 ms
+    without = [20e-6, 21e-6, 19e-6]
+    jitter = [0.0, 0.0, 600e-6] if verdict == "not resolved" else [0.0, 0.0, 0.0]
+    hooks = {"hooks_without": without, "hooks_with": [w + extra_us * 1e-6 + j for w, j in zip(without, jitter)]}
+    (_, _, row) = report.section4_hook_rows(hooks, fits, 120)
+    assert row.verdict == verdict
+    assert row.value == pytest.approx(100 * extra_us * 1e-6 / 0.1)
+    assert report.section4_hook_rows({}, fits, 120) == []
