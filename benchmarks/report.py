@@ -18,7 +18,7 @@ from benchmarks.stats import (MET, NOT_MET, Row, efficiency, goal_verdict, media
 LOAD_WARNING = 1.5  # 1-minute load average above which results are flagged
 
 __all__ = ["rate_row", "ratio_row", "section1_rows", "section2_rows", "section3_rows",
-           "section4_rows", "section4_cpu_rows", "section5_rows", "section6_rows",
+           "section4_rows", "section4_cpu_rows", "section4_hook_rows", "section5_rows", "section6_rows",
            "section7_rows", "section8_rows", "stack_rows", "tuning_rows", "gap_rows", "idle_rows",
            "disturbance_row", "with_disturbance_rows", "notes", "render_markdown", "strict_json",
            "LABELS", "LOAD_WARNING"]
@@ -30,6 +30,7 @@ LABELS = {
     "hvd1": "Horovod -np 1, 1 intra-op thread",
     "hvd2": "Horovod -np 2, 1 thread each, Horovod defaults",
     "hvd2_course": "Horovod -np 2, 1 thread and 1 core each, HOROVOD_CYCLE_TIME=5 (course default)",
+    "hvd2_mpi": "Horovod -np 2, MPI, 1 thread and 1 core each, HOROVOD_CYCLE_TIME=5 (candidate)",
     "ceiling": "ceiling: 1 process, intra-op threads = cores, no Horovod",
     "hvd2_unpinned": "Horovod -np 2, TensorFlow default threads (no pinning)",
     "mir1": "MirroredStrategy, 1 CPU device",
@@ -91,8 +92,8 @@ def section1_rows(samples: Samples, *, workers: int, cores: int,
                   goal_pct: float = 97.0, floor_pct: float = 93.0) -> list[Row]:
     """Horovod weak scaling on CPU, against 1 worker and against the machine's ceiling."""
     rows = [rate_row("1", LABELS[k], samples[k]) for k in
-            ("hvd1", "hvd2", "hvd2_course", "ceiling", "hvd2_unpinned") if k in samples]
-    for k in ("hvd2", "hvd2_course", "hvd2_unpinned"):
+            ("hvd1", "hvd2", "hvd2_course", "hvd2_mpi", "ceiling", "hvd2_unpinned") if k in samples]
+    for k in ("hvd2", "hvd2_course", "hvd2_mpi", "hvd2_unpinned"):
         if k not in samples:
             continue
         what = LABELS[k].split(", ", 1)[1]
@@ -192,6 +193,32 @@ def section4_cpu_rows(cpu: Mapping[str, Sequence[Mapping | None]], *,
     return [Row("4", "Throughput callback overhead in CPU time", value, spread, "%", len(finite),
                 f"<= {goal_pct:g} %, every round within ±{goal_pct:g} %", _met(verdict),
                 "CPU seconds of the process: robust to other load", digits=2, verdict=verdict)]
+
+
+def section4_hook_rows(hooks: Mapping[str, Sequence[float]], fit_without: Sequence[float], steps: int, *,
+                       goal_pct: float = 1.0) -> list[Row]:
+    """The callback overhead without the fit's noise: Keras's hooks per step, with and without Throughput.
+
+    Each round's extra hook time per step (with − without, seconds) is divided by that round's step time (the
+    fit without the callback over its ``steps``): the share of a step the callback costs. Fits of the same work
+    vary by ±10 % here (CPU seconds too), so a fit-level ratio cannot resolve ±1 %; the hooks' own time can.
+    """
+    if not hooks.get("hooks_with") or not hooks.get("hooks_without") or not fit_without:
+        return []
+    extra = [w - o for w, o in zip(hooks["hooks_with"], hooks["hooks_without"])]
+    rounds = [100.0 * e / (f / steps) for e, f in zip(extra, fit_without) if math.isfinite(f) and f > 0]
+    value = median(rounds)
+    spread = (min(rounds), max(rounds)) if rounds else None
+    verdict = goal_verdict(value, spread, "<=", goal_pct, margin=goal_pct)
+    return [
+        rate_row("4", "callback hooks per step without Throughput (Keras CallbackList alone)",
+                 [1e6 * v for v in hooks["hooks_without"]], unit="us", digits=2),
+        rate_row("4", "callback hooks per step with Throughput", [1e6 * v for v in hooks["hooks_with"]], unit="us",
+                 digits=2),
+        Row("4", "Throughput callback overhead, its hooks timed alone (% of a step)", value, spread, "%",
+            len(rounds), f"<= {goal_pct:g} %, every round within ±{goal_pct:g} %", _met(verdict),
+            "extra hook time per step / the round's step time", digits=3, verdict=verdict),
+    ]
 
 
 def section5_rows(samples: Samples, *, goal_x: float = 10.0) -> list[Row]:

@@ -31,8 +31,9 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from benchmarks import machine, report, rounds, stats  # noqa: E402
+from benchmarks import allreduce, report, rounds, stats  # noqa: E402
 from benchmarks.stats import BenchOptionError, Row  # noqa: E402
+from course_lib.environment import machine  # noqa: E402
 
 SECTIONS = ("1", "1x", "1h", "1s", "2", "3", "4", "5", "6", "7", "8", "10")
 DEFAULT_SECTIONS = ("1", "2", "3", "4", "5", "6", "7", "8", "10")
@@ -40,7 +41,6 @@ WORKLOADS = REPO / "benchmarks" / "workloads"
 TRAIN = WORKLOADS / "train_throughput.py"
 IDLE = WORKLOADS / "hvd_idle_cpu.py"
 IN_PROCESS = WORKLOADS / "in_process.py"
-ALLREDUCE_BENCH = REPO / "source_code" / "allreduce_bench.py"
 WORKERS = 2
 BATCH = 128
 #: A candidate environment for the course's Horovod runs on CPU, measured against Horovod's defaults.
@@ -62,6 +62,10 @@ class Settings:
     quick: bool
     timeout_s: float = 600.0
     max_extra_rounds: int = 0
+    callback_rounds: int = 8      # section 4: rounds of fit with / without the callback, alternated A B B A
+    callback_steps: int = 120     # section 4: steps of each timed fit (the noise of a fit falls with its length)
+    allreduce_rounds: int = 3     # section 10: rounds of [probe, each Horovod setting], the order reversed each round
+    allreduce_repeats: int = 10   # section 10: timed calls per size and launch
 
 
 def make_settings(quick: bool, repeats: int | None) -> Settings:
@@ -72,12 +76,14 @@ def make_settings(quick: bool, repeats: int | None) -> Settings:
     """
     if quick:
         settings = Settings(repeats=2, warmup_steps=3, steps=12, inproc_steps=8, images=1024,
-                            quick=True)
+                            quick=True, callback_rounds=2, callback_steps=8, allreduce_rounds=1,
+                            allreduce_repeats=3)
     else:
         settings = Settings(repeats=5, warmup_steps=8, steps=60, inproc_steps=40, images=5120,
                             quick=False)
     if repeats is not None:
         settings.repeats = stats.check_repeats(repeats)
+        settings.callback_rounds = max(settings.callback_rounds, settings.repeats)
     # Disturbed rounds are re-run, at most MAX_EXTRA_ROUNDS in all per group of rounds: on a
     # quiet machine few are, and make bench must stay within 20 minutes.
     settings.max_extra_rounds = 0 if quick else min(MAX_EXTRA_ROUNDS, settings.repeats)
@@ -98,6 +104,7 @@ class Variant:
     script: Path = TRAIN  # IDLE: % of a core Horovod takes while idle, mean over ranks
     horovodrun_args: list[str] = field(default_factory=list)
     python: str | None = None  # another venv's interpreter (section 1s); None: this one
+    slots: int = 0  # launcher "python": slots the process holds and runs on (0: every core, as a ceiling needs)
 
 
 def _train_args(settings: Settings, *extra: str) -> list[str]:
@@ -110,7 +117,7 @@ def launch_variants(sections: list[str], settings: Settings, cores: int,
     """The launched variants the chosen sections need (each once, in a fixed order)."""
     wanted: list[str] = []
     if "1" in sections:
-        wanted += ["hvd1", "hvd2", "hvd2_course", "ceiling", "hvd2_unpinned"]
+        wanted += ["hvd1", "hvd2", "hvd2_course", "hvd2_mpi", "ceiling", "hvd2_unpinned"]
     if "2" in sections:
         wanted += ["mir1", "mir2"]
     if "3" in sections:
@@ -125,6 +132,10 @@ def launch_variants(sections: list[str], settings: Settings, cores: int,
         "hvd2_course": Variant("hvd2_course", report.LABELS["hvd2_course"], "horovod",
                                _train_args(settings, *hvd, "--threads", "1", "--pin-core"), WORKERS,
                                dict(COURSE_HOROVOD_ENV)),
+        # The setting notebook 05 and section 10 measure as the faster all-reduce on one machine: MPI.
+        "hvd2_mpi": Variant("hvd2_mpi", report.LABELS["hvd2_mpi"], "horovod",
+                            _train_args(settings, *hvd, "--threads", "1", "--pin-core"), WORKERS,
+                            dict(COURSE_HOROVOD_ENV), controller="mpi"),
         "ceiling": Variant("ceiling", report.LABELS["ceiling"], "python",
                            _train_args(settings, "--mode", "single", "--threads", str(cores))),
         "hvd2_unpinned": Variant("hvd2_unpinned", report.LABELS["hvd2_unpinned"], "horovod",
@@ -136,9 +147,9 @@ def launch_variants(sections: list[str], settings: Settings, cores: int,
     }
     if "8" in sections and gpus:
         table["fp32"] = Variant("fp32", "1 GPU float32", "python",
-                                _train_args(settings, "--mode", "single"))
+                                _train_args(settings, "--mode", "single"), slots=1)
         table["mixed"] = Variant("mixed", "1 GPU mixed_float16", "python",
-                                 _train_args(settings, "--mode", "single", "--mixed-precision"))
+                                 _train_args(settings, "--mode", "single", "--mixed-precision"), slots=1)
         wanted += ["fp32", "mixed"]
     return [table[name] for name in dict.fromkeys(wanted)]
 
@@ -241,8 +252,11 @@ def run_variant(variant: Variant, data_path: Path, timeout_s: float) -> rounds.M
                                         show="all" if idle else "rank0", output=_printer,
                                         cwd=REPO, **other)
         else:
-            result = launch.run_python(variant.script, args, env=env, timeout=timeout_s,
-                                       output=_printer, cwd=REPO, **other)
+            # A one-process variant (the ceiling) holds every core and runs on them: placed on one slot, its
+            # threads would share one core while the Horovod variants it is compared with have two.
+            from course_lib.training.hardware import cpu_cores
+            result = launch.run_python(variant.script, args, env=env, timeout=timeout_s, output=_printer,
+                                       cwd=REPO, slots=variant.slots or cpu_cores(), **other)
     except launch.RunFailedError as exc:
         print(f"!! {variant.label} failed: {exc}", file=sys.stderr, flush=True)
         return math.nan, None
@@ -269,7 +283,8 @@ def run_interleaved(variants: list[Variant], settings: Settings,
 
     def run_round(i: int) -> dict[str, rounds.Measurement]:
         out = {}
-        for j, variant in enumerate(variants, 1):
+        order = variants if i % 2 == 0 else variants[::-1]   # A B C, C B A: a drift moves every variant alike
+        for j, variant in enumerate(order, 1):
             print(f"[round {i + 1} of at most {budget}, {j}/{len(variants)}] {variant.label}",
                   flush=True)
             out[variant.name] = run_variant(variant, data_path, settings.timeout_s)
@@ -284,14 +299,19 @@ def run_in_process(command: str, settings: Settings, data_path: Path) -> dict:
     failed): ``variants`` (the samples), ``cpu`` (windows), ``rounds`` (disturbance counts)."""
     from course_lib.runner import launch
 
-    args = [command, "--data", str(data_path), "--repeats", str(settings.repeats),
-            "--steps", str(settings.inproc_steps), "--batch", str(BATCH),
+    callback = command == "callback"
+    args = [command, "--data", str(data_path),
+            "--repeats", str(settings.callback_rounds if callback else settings.repeats),
+            "--steps", str(settings.callback_steps if callback else settings.inproc_steps), "--batch", str(BATCH),
             "--images", str(settings.images),
             "--max-extra-rounds", str(settings.max_extra_rounds)]
     print(f"in-process: {command}", flush=True)
+    from course_lib.training.hardware import cpu_cores
     try:
+        # Every core: its fits use TensorFlow's default threading and the CPU clock expects every core busy (on
+        # one slot the process was pinned to one core and every round read "machine idle 49 %").
         result = launch.run_python(IN_PROCESS, args, timeout=settings.timeout_s, output=_printer,
-                                   cwd=REPO)
+                                   cwd=REPO, slots=cpu_cores())
     except launch.RunFailedError as exc:
         print(f"!! in_process.py {command} failed: {exc}", file=sys.stderr, flush=True)
         return {}
@@ -300,62 +320,6 @@ def run_in_process(command: str, settings: Settings, data_path: Path) -> dict:
             event["variants"] = {k: [float(x) for x in v] for k, v in event["variants"].items()}
             return event
     return {}
-
-
-def run_allreduce_bench(settings: Settings) -> dict[str, list[dict]]:
-    """Section 10: notebook 05's all-reduce micro-benchmark, Gloo then MPI, with more repeats.
-
-    The same script and environment as the notebook (``COURSE_HOROVOD_ENV``), 30 timed calls per
-    size (``--quick``: 5) instead of the notebook's 5. Returns the ``allreduce`` events per
-    controller (an empty list, with the error printed, for a failed run).
-    """
-    from course_lib.runner import launch
-
-    repeats = "5" if settings.quick else "30"
-    env = {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
-           **COURSE_HOROVOD_ENV}
-    events: dict[str, list[dict]] = {}
-    for controller in ("gloo", "mpi"):
-        print(f"all-reduce micro-benchmark, {controller}", flush=True)
-        try:
-            result = launch.run_horovod(ALLREDUCE_BENCH, WORKERS, ["--json", "--repeats", repeats],
-                                        controller=controller, env=env, output=_printer,
-                                        timeout=settings.timeout_s, cwd=REPO)
-        except launch.RunFailedError as exc:
-            print(f"!! allreduce_bench.py --{controller} failed: {exc}", file=sys.stderr, flush=True)
-            events[controller] = []
-            continue
-        events[controller] = [e for _, e in result.events if e.get("event") == "allreduce"]
-    return events
-
-
-def allreduce_rows(events: dict[str, list[dict]]) -> list[Row]:
-    """Section 10 rows: median time per size (spread = IQR over the repeats), busbw, alpha, beta."""
-    from course_lib.lessons import allreduce_model
-
-    rows: list[Row] = []
-    for controller, found in events.items():
-        if not found:
-            rows.append(Row("10", f"all-reduce, {controller}", note="run failed: see its output"))
-            continue
-        for e in sorted(found, key=lambda x: x["bytes"]):
-            rows.append(Row("10", f"all-reduce {e['bytes']} B, {controller}, {e['workers']} workers",
-                            e["median_s"] * 1e3, (e["q1_s"] * 1e3, e["q3_s"] * 1e3), "ms",
-                            e["repeats"], note=f"busbw {e['busbw_gbps']:.3f} GB/s; spread = IQR",
-                            digits=3))
-        try:
-            fit = allreduce_model.fit_alpha_beta([e["bytes"] for e in found],
-                                                 [e["median_s"] for e in found],
-                                                 int(found[0]["workers"]))
-        except ValueError as exc:
-            rows.append(Row("10", f"alpha-beta fit, {controller}", note=f"no fit: {exc}"))
-            continue
-        note = f"T(S) = alpha + 2(N-1)/N S / beta; rms misfit {fit.rms_relative_error:.0%}"
-        rows.append(Row("10", f"alpha (latency), {controller}", fit.alpha_s * 1e6, None, "us",
-                        len(found), note=note, digits=0))
-        rows.append(Row("10", f"beta (bandwidth), {controller}", fit.beta_bytes_per_s / 1e9, None,
-                        "GB/s", len(found), note=note, digits=3))
-    return rows
 
 
 def time_notebooks(python: str) -> tuple[float | None, int | None, str]:
@@ -450,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
     cpu: dict[str, dict] = {}  # CPU-clock windows per group of rounds
     disturbance: dict[str, dict[str, int]] = {}  # section(s) -> rounds run / disturbed / kept
     notebook = (None, None, "not selected")
-    allreduce: dict[str, list[dict]] = {}
+    reduce_samples: dict[str, dict[str, list[float]]] = {}
     with tempfile.TemporaryDirectory(prefix="course-bench-") as tmp:
         data_path = Path(tmp) / "fmnist_train.npz"
         if set(sections) - {"7", "8", "10"} or ("8" in sections and gpus):
@@ -488,7 +452,10 @@ def main(argv: list[str] | None = None) -> int:
                 if inproc[section].get("rounds"):
                     disturbance[section] = inproc[section]["rounds"]
     if "10" in sections:
-        allreduce = run_allreduce_bench(settings)
+        chosen = allreduce.settings(COURSE_HOROVOD_ENV)
+        reduce_samples = allreduce.run_section(chosen, rounds=settings.allreduce_rounds,
+                                               repeats=settings.allreduce_repeats, probe_rounds=3,
+                                               timeout_s=settings.timeout_s, printer=_printer)
     if "7" in sections:
         notebook = time_notebooks(python)
 
@@ -509,6 +476,9 @@ def main(argv: list[str] | None = None) -> int:
         rows += report.section3_rows(samples, global_batch=BATCH * WORKERS)
     if "4" in sections:
         rows += report.section4_rows(inproc.get("4", {}).get("variants", {}))
+        rows += report.section4_hook_rows(inproc.get("4", {}).get("hooks", {}),
+                                          inproc.get("4", {}).get("variants", {}).get("without", []),
+                                          int(inproc.get("4", {}).get("steps", settings.callback_steps)))
         rows += report.section4_cpu_rows(inproc.get("4", {}).get("cpu", {}))
     if "5" in sections:
         rows += report.section5_rows(inproc.get("5", {}).get("variants", {}))
@@ -520,7 +490,7 @@ def main(argv: list[str] | None = None) -> int:
         rows += report.section8_rows(samples, gpu=", ".join(gpus) if gpus else
                                      "skipped: no GPU on this machine (nvidia-smi lists none)")
     if "10" in sections:
-        rows += allreduce_rows(allreduce)
+        rows += allreduce.rows(reduce_samples, chosen)
     rows = report.with_disturbance_rows(rows, disturbance)
 
     load_end = machine.load_average()
@@ -531,7 +501,7 @@ def main(argv: list[str] | None = None) -> int:
         "settings": settings.__dict__, "course_horovod_env": COURSE_HOROVOD_ENV,
         "wall_time_s": time.perf_counter() - began,
         "samples": {"launched": samples, "tuning": tuning, "gap": gap, "stacks": stacks, "idle_cpu_pct": idle,
-                    "in_process": inproc, "allreduce": allreduce, "cpu_clock": cpu,
+                    "in_process": inproc, "allreduce": reduce_samples, "cpu_clock": cpu,
                     "notebooks": {"seconds": notebook[0], "returncode": notebook[1],
                                   "note": notebook[2]}},
         "rows": [r.to_dict() for r in rows],

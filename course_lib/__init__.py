@@ -27,11 +27,11 @@ and each layer's imports as ``tests/test_layers.MAY_IMPORT`` enforces them.
     ``runlog`` (rank prefixes and JSON lines into a RunResult), ``multiworker`` and ``supervise``
     (elastic Horovod, several python workers, mpirun) and ``faults`` (notebook 06's drills).
 ``lessons/`` (imports training, runner)
-    Helpers of the notebooks: ``concepts`` and ``experiments`` (01), ``allreduce_model`` and
-    ``timeline`` (what communication costs), ``scaling`` (tables and plots), ``paired_runs`` (runs compared in
-    alternating rounds, paired: 03; the one owner of the pairing), ``mirrored_rounds`` (02's runs in rounds),
-    ``measured`` (a measured value shown masked, with its verdict), ``ablation``, ``recovery``, ``trials`` and
-    ``trial_runner`` (04), ``knobs`` (05),
+    Helpers of the notebooks: ``concepts`` and ``experiments`` (01), ``allreduce_model``, ``transport``,
+    ``alpha_parts``, ``comm_findings`` and ``timeline`` (what communication costs, 05), ``scaling`` (tables and
+    plots), ``paired_runs`` (runs compared in alternating rounds, paired: 03; the one owner of the pairing),
+    ``mirrored_rounds`` (02's runs in rounds), ``measured`` (a measured value shown masked, with its verdict),
+    ``ablation``, ``recovery``, ``trials`` and ``trial_runner`` (04), ``knobs`` (05),
     ``selfcheck`` (the one self-check pattern), ``exercises`` (answers), ``coding_checks`` (01-03),
     ``schedule_check`` (04), ``cost_checks`` (05) and
     ``launch_checks`` (06) (the self-checks), ``coverage`` (every image once), ``display``

@@ -23,7 +23,10 @@ model to these lines (notebooks/05_communication.ipynb).
 ``HOROVOD_CYCLE_TIME``, ``hvd.init()``; Horovod reads the variable at ``init``), the order of the
 cycle times reversed every other round, so that a change of the machine's load moves every cycle
 time alike. Each ``allreduce`` line carries its ``cycle_time_ms``; the repeats of a size are
-pooled over the ``--rounds``. Launch it through the course (``launch.run_horovod``, or
+pooled over the ``--rounds``, and ``round_medians_s`` holds each round's median (a paired difference
+per round puts an interval on what changed). ``--dispatch eager,function`` also times every call both
+ways, interleaved the same way: ``hvd.allreduce`` called eagerly from Python, and the same call traced
+once into a ``tf.function`` (TensorFlow then runs the op without Python's per-op dispatch). Launch it through the course (``launch.run_horovod``, or
 ``python -m course_lib.runner.horovodrun``): Horovod 0.28.1's own ``horovodrun`` can hand a restarting
 rank a stale address on a loaded machine (``gloo::IoException ... Connection refused``), a server bug
 that ``course_lib.runner.gloo_rendezvous`` fixes.
@@ -72,6 +75,17 @@ def cycle_times_flag(text: str) -> list[float]:
     return values
 
 
+DISPATCHES = ("eager", "function")
+
+
+def dispatch_flag(text: str) -> list[str]:
+    """argparse type: comma-separated ways to call the all-reduce, of ``eager`` and ``function``, no repeats."""
+    values = [part.strip() for part in text.split(",") if part.strip()]
+    if not values or any(v not in DISPATCHES for v in values) or len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(f"expected eager, function or eager,function; got {text!r}")
+    return values
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Parse and check the flags; every bad flag exits here, before Horovod starts."""
     parser = argparse.ArgumentParser(
@@ -94,6 +108,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--cycle-times", type=cycle_times_flag, default=None,
                         help="HOROVOD_CYCLE_TIME values (ms, comma-separated) measured interleaved in this one "
                         "launch, Horovod restarted for each (Gloo only); default: the environment's")
+    parser.add_argument("--dispatch", type=dispatch_flag, default=["eager"],
+                        help="how each call is made, interleaved: eager (hvd.allreduce from Python) and/or "
+                        "function (the same call inside a tf.function)")
     parser.add_argument("--rounds", type=positive_int, default=1,
                         help="rounds over the sizes (and the --cycle-times), --repeats timed calls per size each; "
                         "the calls of every round are pooled")
@@ -120,20 +137,27 @@ def controller_name() -> str:
     return "none"
 
 
-def time_sizes(hvd, tf, np, sizes: list[int], repeats: int, warmup: int, compression, tag: str) -> dict[int, list]:
+def time_sizes(hvd, tf, np, sizes: list[int], repeats: int, warmup: int, compression, tag: str,
+               dispatch: str = "eager") -> dict[int, list]:
     """Per size: the slowest worker's time of each of ``repeats`` timed all-reduce calls (seconds)."""
     sync = tf.zeros([1], tf.float32)
     found = {}
     for size in sizes:
         tensor = tf.fill([size // 4], tf.constant(1.0 + hvd.rank(), tf.float32))
-        name = f"bench_{size}"  # Horovod: one name per size, so the response cache reuses it
-        for _ in range(warmup):
-            hvd.allreduce(tensor, op=hvd.Sum, name=name, compression=compression)
+        name = f"bench_{size}_{dispatch}"  # Horovod: one name per size, so the response cache reuses it
+
+        def call(t, name=name):
+            return hvd.allreduce(t, op=hvd.Sum, name=name, compression=compression)  # Horovod
+
+        if dispatch == "function":
+            call = tf.function(call)  # traced once (first warm-up call); later calls skip Python's op dispatch
+        for _ in range(max(warmup, 1 if dispatch == "function" else 0)):
+            call(tensor)
         times = np.zeros(repeats)
         for i in range(repeats):
             hvd.allreduce(sync, op=hvd.Sum, name="bench_sync")  # Horovod: start together
             start = time.perf_counter()
-            hvd.allreduce(tensor, op=hvd.Sum, name=name, compression=compression)  # Horovod
+            call(tensor)
             times[i] = time.perf_counter() - start
         # Horovod: a call lasts as long as its slowest worker: take the maximum over ranks.
         found[size] = list(hvd.allreduce(tf.constant(times), op=hvd.Max, name=f"bench_times_{tag}{size}").numpy())
@@ -168,39 +192,46 @@ def main(argv: list[str] | None = None) -> int:
     if rank == 0:
         print(f"{workers} worker(s), controller {controller}, compression {args.compression}, "
               f"{args.repeats} repeats after {args.warmup} warm-up calls per size"
-              + (f", cycle times {cycles} ms interleaved" if len(cycles) > 1 else "") + f", {rounds} round(s)",
+              + (f", cycle times {cycles} ms interleaved" if len(cycles) > 1 else "")
+              + (f", dispatch {' and '.join(args.dispatch)} interleaved" if len(args.dispatch) > 1 else "")
+              + f", {rounds} round(s)",
               flush=True)
         emit("config", args.json, script="allreduce_bench.py", workers=workers,
              controller=controller, compression=args.compression, repeats=args.repeats * rounds,
              warmup=args.warmup, sizes=args.sizes,
              cycle_time_ms=os.environ.get("HOROVOD_CYCLE_TIME") if len(cycles) == 1 else args.cycle_times,
              fusion_threshold=os.environ.get("HOROVOD_FUSION_THRESHOLD"))
-    pooled: dict[tuple, list] = {(c, size): [] for c in cycles for size in args.sizes}
+    dispatches = args.dispatch
+    pooled: dict[tuple, list] = {(c, d, size): [] for c in cycles for d in dispatches for size in args.sizes}
+    per_round: dict[tuple, list] = {key: [] for key in pooled}
     for r in range(rounds):
         for i, cycle in enumerate(cycles if r % 2 == 0 else cycles[::-1]):   # ABBA: a drift moves both alike
             if len(cycles) > 1 and (r, i) != (0, 0):
                 hvd.shutdown()  # Horovod: stop, then start again with the next cycle time (read at init)
                 os.environ["HOROVOD_CYCLE_TIME"] = f"{cycle:g}"
                 hvd.init()
-            for size, times in time_sizes(hvd, tf, np, args.sizes, args.repeats, args.warmup, compression,
-                                          tag=f"{r}_{i}_").items():
-                pooled[(cycle, size)] += times
+            for j, dispatch in enumerate(dispatches if (r + i) % 2 == 0 else dispatches[::-1]):
+                for size, times in time_sizes(hvd, tf, np, args.sizes, args.repeats, args.warmup, compression,
+                                              tag=f"{r}_{i}_{j}_", dispatch=dispatch).items():
+                    pooled[(cycle, dispatch, size)] += times
+                    per_round[(cycle, dispatch, size)].append(float(np.median(times)))
     ring = 2 * (workers - 1) / workers  # Horovod: bytes a ring all-reduce moves per byte, per link
     if rank == 0:
-        print(f"{'cycle ms':>8} {'bytes':>12} {'median ms':>10} {'q1 ms':>9} {'q3 ms':>9} {'algbw GB/s':>11} "
-              f"{'busbw GB/s':>11}", flush=True)
-        for (cycle, size), times in pooled.items():
+        print(f"{'cycle ms':>8} {'dispatch':>8} {'bytes':>12} {'median ms':>10} {'q1 ms':>9} {'q3 ms':>9} "
+              f"{'algbw GB/s':>11} {'busbw GB/s':>11}", flush=True)
+        for (cycle, dispatch, size), times in pooled.items():
             q1, median, q3 = (float(v) for v in np.percentile(times, [25, 50, 75]))
             algbw = size / median / 1e9
             busbw = algbw * ring
             cycle_ms = cycle if cycle is not None else os.environ.get("HOROVOD_CYCLE_TIME")
-            print(f"{cycle_ms or '-':>8} {size:>12} {median * 1e3:>10.3f} {q1 * 1e3:>9.3f} {q3 * 1e3:>9.3f} "
-                  f"{algbw:>11.3f} {busbw:>11.3f}", flush=True)
+            print(f"{cycle_ms or '-':>8} {dispatch:>8} {size:>12} {median * 1e3:>10.3f} {q1 * 1e3:>9.3f} "
+                  f"{q3 * 1e3:>9.3f} {algbw:>11.3f} {busbw:>11.3f}", flush=True)
             emit("allreduce", args.json, bytes=size, elements=size // 4,
                  wire_bytes=int(size * wire_factor), repeats=len(times), median_s=median,
                  q1_s=q1, q3_s=q3, algbw_gbps=algbw, busbw_gbps=busbw, controller=controller,
                  workers=workers, compression=args.compression,
-                 cycle_time_ms=float(cycle_ms) if cycle_ms else None)
+                 cycle_time_ms=float(cycle_ms) if cycle_ms else None, dispatch=dispatch,
+                 round_medians_s=per_round[(cycle, dispatch, size)])
         emit("done", args.json, sizes=len(args.sizes))
     return 0
 

@@ -39,6 +39,8 @@ def test_cycle_times_are_distinct_positive_milliseconds():
     args = bench.parse_args(["--cycle-times", "5,25", "--rounds", "2"])
     assert (args.cycle_times, args.rounds) == ([5.0, 25.0], 2)
     assert bench.parse_args([]).cycle_times is None                       # default: the environment's
+    assert bench.parse_args([]).dispatch == ["eager"]
+    assert bench.parse_args(["--dispatch", "function,eager"]).dispatch == ["function", "eager"]
 
 
 BAD_FLAGS = [
@@ -52,6 +54,8 @@ BAD_FLAGS = [
     (["--cycle-times", "0,5"], "distinct cycle times > 0"),
     (["--cycle-times", "five"], "separated by commas"),
     (["--rounds", "0"], "integer >= 1"),
+    (["--dispatch", "graph"], "eager, function"),
+    (["--dispatch", "eager,eager"], "eager, function"),
 ]
 # Every bad flag set of BAD_FLAGS, run as the script's __main__ one after the other in ONE fresh process (issue 31:
 # was one process each): exit code and stderr of each, and whether TensorFlow got imported by any of them.
@@ -83,7 +87,8 @@ def bench_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     mark = f"bench-{uuid.uuid4().hex}"
     timeline = tmp_path_factory.mktemp("bench") / f"{mark}.json"
     result = run_horovod(BENCH, 2, ["--json", "--min-bytes", "4096", "--max-bytes", "1048576",
-                                    "--repeats", "2", "--warmup", "1", "--rounds", "2", "--cycle-times", "1,25"],
+                                    "--repeats", "2", "--warmup", "1", "--rounds", "2", "--cycle-times", "1,25",
+                                    "--dispatch", "eager,function"],
                          env={"TF_CPP_MIN_LOG_LEVEL": "2"},
                          extra_horovodrun_args=["--timeline-filename", str(timeline)],
                          show="none", timeout=240, cwd=ROOT)
@@ -100,7 +105,9 @@ def test_two_workers_report_every_size_and_leave_nothing(bench_run):
     config = next(e for e in events if e["event"] == "config")
     assert (config["workers"], config["controller"], config["cycle_time_ms"]) == (2, "gloo", [1.0, 25.0])
     rows = [e for e in events if e["event"] == "allreduce"]
-    assert [e["bytes"] for e in rows] == SIZES + SIZES  # at 1 ms, then at 25 ms
+    assert [e["bytes"] for e in rows] == SIZES * 4  # at 1 ms (eager, then tf.function), then at 25 ms
+    assert [e["dispatch"] for e in rows] == (["eager"] * 5 + ["function"] * 5) * 2
+    assert all(len(e["round_medians_s"]) == 2 for e in rows)   # one median per round: paired differences
     for e in rows:
         assert 0 < e["q1_s"] <= e["median_s"] <= e["q3_s"]
         assert e["algbw_gbps"] == pytest.approx(e["bytes"] / e["median_s"] / 1e9)
@@ -124,7 +131,7 @@ def test_two_workers_report_every_size_and_leave_nothing(bench_run):
 def test_cycle_times_are_measured_interleaved_in_one_launch(bench_run):
     result = bench_run["result"]
     table = allreduce_model.bench_table([e for rank, e in result.events if rank == 0])
-    assert list(zip(table["cycle_ms"], table["bytes"])) == [(1.0, b) for b in SIZES] + [(25.0, b) for b in SIZES]
+    assert list(zip(table["cycle_ms"], table["bytes"])) == [(1.0, b) for b in SIZES * 2] + [(25.0, b) for b in SIZES * 2]
     assert set(table["workers"]) == {2} and all(e["repeats"] == 4 for _, e in result.events if e["event"] == "allreduce")
     # Horovod restarted with each cycle time and read it: at 25 ms each back-to-back call waits for the next cycle,
     # so no size's median is far below a cycle (26 ms measured, the fastest size, in a fresh clone's run). Load can

@@ -159,10 +159,27 @@ def test_exercise_2_rejects_the_model_that_multiplies_the_whole_alpha(capsys):
     assert "once per hop" in capsys.readouterr().out
 
 
-def test_cycle_part_is_the_slope_of_alpha_against_the_cycle():
-    assert am.cycle_part({1e-3: 1.8e-3, 5e-3: 5.8e-3}) == pytest.approx(1.0)
-    assert am.cycle_part({1e-3: 2e-3, 5e-3: 2e-3}) == pytest.approx(0.0, abs=1e-12)   # no cycle effect: 0
-    with pytest.raises(ValueError, match="two or more"):
-        am.cycle_part({5e-3: 6e-3})
-    with pytest.raises(ValueError, match=">= 0"):
-        am.cycle_part({1e-3: -1e-3, 5e-3: 6e-3})
+def test_with_hop_charges_the_measured_hop_and_the_rest_once_per_call():
+    size = 16 * 2 ** 20
+    fit = AlphaBeta(alpha_s=6e-3, beta_bytes_per_s=1e9, workers=2).with_hop(15e-6)
+    assert fit.alpha_call_s == pytest.approx(6e-3 - 2 * 15e-6) and fit.alpha_per_hop() == pytest.approx(15e-6)
+    assert fit.predict(size) == pytest.approx(6e-3 + size / 1e9)                  # unchanged at its own N
+    assert fit.predict(size, 8) == pytest.approx(6e-3 - 30e-6 + 14 * 15e-6 + 1.75 * size / 1e9)
+    with pytest.raises(ValueError, match="must fit in alpha_s"):
+        AlphaBeta(alpha_s=1e-5, beta_bytes_per_s=1e9, workers=2).with_hop(1e-5)
+    with pytest.raises(ValueError, match="must fit"):
+        AlphaBeta(alpha_s=1e-3, beta_bytes_per_s=1e9, workers=2).with_hop(-1e-6)
+
+
+def test_misfit_table_says_where_the_line_holds():
+    import pandas as pd
+
+    fit = AlphaBeta(alpha_s=1e-3, beta_bytes_per_s=1e9, workers=2)
+    sizes = [4096, 2 ** 20, 64 * 2 ** 20]
+    model_ms = [fit.predict(s) * 1e3 for s in sizes]
+    measured = [model_ms[0], model_ms[1], 2 * model_ms[2]]              # the largest size twice the line
+    group = pd.DataFrame({"bytes": sizes, "median_ms": measured, "q1_ms": [m * 0.9 for m in measured],
+                          "q3_ms": [m * 1.1 for m in measured]})
+    table = am.misfit_table(group, fit)
+    assert table["inside_iqr"].tolist() == [True, True, False]
+    assert table["misfit"].tolist() == pytest.approx([0.0, 0.0, 0.5])

@@ -16,7 +16,8 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from benchmarks import machine, report, rounds, run, stats  # noqa: E402
+from benchmarks import report, rounds, run, stats  # noqa: E402
+from course_lib.environment import machine  # noqa: E402
 from benchmarks.stats import BenchOptionError, Row  # noqa: E402
 
 
@@ -221,8 +222,10 @@ def test_cpu_model_from_cpuinfo_text():
 def test_variants_and_load_note():
     settings = run.make_settings(True, None)
     names = [v.name for v in run.launch_variants(["1", "3"], settings, cores=2, gpus=[])]
-    assert names == ["hvd1", "hvd2", "hvd2_course", "ceiling", "hvd2_unpinned", "mir2"]
+    assert names == ["hvd1", "hvd2", "hvd2_course", "hvd2_mpi", "ceiling", "hvd2_unpinned", "mir2"]
     by_name = {v.name: v for v in run.launch_variants(["1"], settings, cores=4, gpus=[])}
+    assert by_name["hvd2_mpi"].controller == "mpi" and by_name["hvd2_mpi"].env == run.COURSE_HOROVOD_ENV
+    assert by_name["ceiling"].slots == 0       # 0: every core (run_variant passes cpu_cores())
     assert by_name["hvd2_course"].env == run.COURSE_HOROVOD_ENV
     assert "--pin-core" in by_name["hvd2_course"].args  # the course script pins one core per rank
     assert "--threads" not in by_name["hvd2_unpinned"].args

@@ -186,3 +186,52 @@ def test_plot_step_draws_one_bar_per_phase(real_table):
     plt.close(ax.figure)
     with pytest.raises(ValueError, match="no phases for step 99"):
         timeline.plot_step(real_table, 99)
+
+
+def test_every_chart_gives_a_phase_the_same_colour():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from matplotlib.colors import to_hex
+
+    def colours(events):
+        table = timeline.phase_table(events)
+        ax = timeline.plot_step(table, 0)
+        found = {t.get_text(): to_hex(h.get_facecolor()) for h, t in zip(ax.get_legend().legend_handles,
+                                                                         ax.get_legend().get_texts())}
+        plt.close(ax.figure)
+        return found
+
+    def trace(phases):   # one tensor, one step: nested phases in the given order
+        events, ts = [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "grad"}}], 0
+        events += [{"ph": "B", "name": "NEGOTIATE_ALLREDUCE", "pid": 1, "ts": 0}, {"ph": "E", "pid": 1, "ts": 5},
+                   {"ph": "B", "name": "ALLREDUCE", "pid": 1, "ts": 10}]
+        for ts, name in enumerate(phases, start=11):
+            events += [{"ph": "B", "name": name, "pid": 1, "ts": 10 * ts}, {"ph": "E", "pid": 1, "ts": 10 * ts + 5}]
+        return events + [{"ph": "E", "pid": 1, "ts": 1000, "args": {"dtype": "float32", "shape": "[1]"}}]
+
+    fused = colours(trace(["MEMCPY_IN_FUSION_BUFFER", "GLOO_ALLREDUCE", "MEMCPY_OUT_FUSION_BUFFER"]))
+    alone = colours(trace(["GLOO_ALLREDUCE"]))
+    assert alone["GLOO_ALLREDUCE"] == fused["GLOO_ALLREDUCE"] == timeline.PHASE_COLOURS["GLOO_ALLREDUCE"]
+    assert len(set(fused.values())) == len(fused)                 # distinct phases, distinct colours
+    assert timeline.phase_colour("SOMETHING_NEW") == timeline.phase_colour("OTHER_NEW")
+
+
+def test_negotiation_skew_reads_the_ranks_ticks():
+    meta = [{"ph": "M", "name": "process_name", "pid": p, "args": {"name": f"grad{p}"}} for p in (1, 2)]
+    events = meta
+    for start in (0, 1000):
+        for pid, late in ((1, 300), (2, 5)):
+            base = start + 10 * pid
+            events += [{"ph": "B", "name": "NEGOTIATE_ALLREDUCE", "pid": pid, "ts": base},
+                       {"ph": "X", "name": "0", "pid": pid, "ts": base, "dur": 0},
+                       {"ph": "X", "name": "1", "pid": pid, "ts": base + late, "dur": 0},
+                       {"ph": "E", "pid": pid, "ts": base + late + 1},
+                       {"ph": "B", "name": "ALLREDUCE", "pid": pid, "ts": base + late + 2},
+                       {"ph": "E", "pid": pid, "ts": base + late + 50, "args": {"shape": "[1]"}}]
+    table = timeline.phase_table(events)
+    skew = timeline.negotiation_skew(events, table)
+    assert len(skew) == 4 and set(skew["last_rank"]) == {1}
+    assert sorted(skew["skew_ms"].round(3)) == [0.005, 0.005, 0.3, 0.3]
+    assert (skew["negotiate_ms"] - skew["skew_ms"]).round(3).tolist() == [0.001] * 4

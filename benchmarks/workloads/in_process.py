@@ -4,7 +4,8 @@ Sub-commands (each prints one JSON line ``{"event": "samples", "variants": {name
 
 * ``prepare --out F.npz``: load the real Fashion-MNIST once (``course_lib.training.data.load_arrays``,
   verified) and save the training arrays for the other workloads (no event printed).
-* ``callback``: seconds of ``fit(steps)`` without and with ``course_lib.training.callbacks.Throughput``.
+* ``callback``: seconds of ``fit(steps)`` without and with ``course_lib.training.callbacks.Throughput``, their
+  order alternated round by round (A B, B A).
 * ``pipeline``: images/s of the ``course_lib.training.data`` pipeline alone (iterating the batches) and
   of the model consuming it (``fit``).
 * ``batches``: training images/s at several batch sizes (same number of images each).
@@ -93,6 +94,31 @@ def fit_steps_and_teardown(model: Any, ds: Any, steps: int, callbacks: Sequence[
     return stopper.end - start, returned - stopper.end
 
 
+def hook_seconds_per_step(model: Any, callbacks: Sequence[Any], steps: int = 20000) -> float:
+    """Seconds per training step that Keras's callback hooks take with ``callbacks``, no compute around them.
+
+    ``fit`` calls ``on_train_batch_begin`` and ``on_train_batch_end`` of a ``CallbackList`` once per step, with
+    the step's logs (TensorFlow tensors); this drives the same list ``steps`` times in a tight loop.
+    """
+    import tensorflow as tf
+
+    from course_lib.training.keras2 import keras
+
+    logs = {"loss": tf.constant(0.5), "accuracy": tf.constant(0.9)}
+    hooks = keras.callbacks.CallbackList(list(callbacks), add_history=False, add_progbar=False, model=model,
+                                         epochs=1, steps=steps, verbose=0)
+    hooks.on_train_begin()
+    hooks.on_epoch_begin(0)
+    start = time.perf_counter()
+    for i in range(steps):
+        hooks.on_train_batch_begin(i)
+        hooks.on_train_batch_end(i, logs)
+    seconds = (time.perf_counter() - start) / steps
+    hooks.on_epoch_end(0, {})
+    hooks.on_train_end()
+    return seconds
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the sub-command; returns the exit status."""
     args = parse_args(argv)
@@ -155,9 +181,21 @@ def main(argv: list[str] | None = None) -> int:
 
         fit_steps_and_teardown(model, ds, 5, [])  # trace both paths before measuring
         fit_steps_and_teardown(model, ds, 5, meter())
-        got = rounds_of(lambda i: {"without": timed_fit(ds, args.steps, []),
-                                   "with": timed_fit(ds, args.steps, meter())})
-        done(got, section="4", unit="s", batch=args.batch, steps=args.steps)
+        def callback_round(i: int) -> dict:
+            # A B in even rounds, B A in odd ones: a fit that runs second (warmer caches, or a drift) favours
+            # neither side over the rounds.
+            order = ("without", "with") if i % 2 == 0 else ("with", "without")
+            return {name: timed_fit(ds, args.steps, meter() if name == "with" else []) for name in order}
+
+        got = rounds_of(callback_round)
+        # The same question asked without the fit's own noise: what a training step's callback hooks cost with
+        # and without Throughput, Keras's CallbackList driven directly with the logs fit passes (tensors).
+        hooks = {name: [] for name in ("hooks_without", "hooks_with")}
+        for i in range(len(next(iter(got.samples.values())))):
+            order = ("hooks_without", "hooks_with") if i % 2 == 0 else ("hooks_with", "hooks_without")
+            for name in order:
+                hooks[name].append(hook_seconds_per_step(model, meter() if name == "hooks_with" else []))
+        done(got, section="4", unit="s", batch=args.batch, steps=args.steps, hooks=hooks)
     elif args.command == "pipeline":
         ds = dataset(args.batch)
         fit_steps_and_teardown(model, ds, 5, [])

@@ -6,13 +6,16 @@ call. The alpha-beta model says so in one line::
 
     T(S) = alpha + 2 (N - 1) / N x S / beta
 
-alpha (seconds) is the latency of the whole call at that N: Horovod's cycle wait and negotiation,
-paid once per call, plus the 2 (N - 1) hops of the ring, each with its own fixed cost. Fitting alpha
-at two cycle times (:func:`cycle_part`) tells the once-per-call part from the rest, so that a
-prediction for another N scales only the per-hop part (:meth:`AlphaBeta.predict`);
-beta (bytes per second) is the bandwidth each link sustains. Bandwidths follow NVIDIA's nccl-tests
+alpha (seconds) is the latency of the whole call at that N: Horovod's cycle wait, its negotiation and its
+thread hand-offs, paid once per call, plus the 2 (N - 1) hops of the ring. The probe of
+:mod:`course_lib.lessons.transport` measures one hop directly (half a small message's round trip), and
+:meth:`AlphaBeta.with_hop` charges exactly that per hop, the rest of alpha once per call, so that a
+prediction for another N scales only what was measured to scale (:meth:`AlphaBeta.predict`);
+:mod:`course_lib.lessons.alpha_parts` takes the once-per-call rest apart. beta (bytes per second) is the
+bandwidth each link sustains. Bandwidths follow NVIDIA's nccl-tests
 (doc/PERFORMANCE.md): algorithm bandwidth ``algbw = S / t`` and bus bandwidth
-``busbw = algbw x 2 (N - 1) / N`` (comparable across worker counts; it approaches beta).
+``busbw = algbw x 2 (N - 1) / N`` (comparable across worker counts; it approaches beta);
+:func:`misfit_table` says at which sizes the straight line T(S) holds.
 The measurements come from ``source_code/allreduce_bench.py`` (its ``allreduce`` JSON lines); the
 self-checks of notebook 05's exercises are in :mod:`course_lib.lessons.cost_checks`.
 
@@ -21,6 +24,7 @@ Introduced in notebooks/05_communication.ipynb.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
@@ -33,7 +37,7 @@ if TYPE_CHECKING:
     import pandas
 
 __all__ = ["AlphaBeta", "ring_factor", "algorithm_bandwidth", "bus_bandwidth", "bench_table",
-           "fit_alpha_beta", "cycle_part", "plot_fit"]
+           "fit_alpha_beta", "misfit_table", "plot_fit"]
 
 
 def algorithm_bandwidth(size_bytes: float, seconds: float) -> float:
@@ -58,9 +62,9 @@ class AlphaBeta:
         workers: Worker count the model was fitted on (its alpha holds 2 (N - 1) ring hops).
         rms_relative_error: Root-mean-square of (measured - model) / measured over the fitted
             points; NaN for an assumed model.
-        alpha_call_s: The part of ``alpha_s`` paid once per call whatever N (the cycle wait,
-            measured by :func:`cycle_part`); the rest, ``alpha_s - alpha_call_s``, is spread over
-            the ring's ``2 (N - 1)`` hops. 0 (the default) treats all of alpha as hops.
+        alpha_call_s: The part of ``alpha_s`` paid once per call whatever N (cycle wait, negotiation,
+            dispatch: :meth:`with_hop` sets it from a measured hop); the rest, ``alpha_s - alpha_call_s``,
+            is spread over the ring's ``2 (N - 1)`` hops. 0 (the default) treats all of alpha as hops.
     """
 
     alpha_s: float
@@ -73,6 +77,18 @@ class AlphaBeta:
         if not 0.0 <= self.alpha_call_s <= self.alpha_s:
             raise ValueError(f"alpha_call_s={self.alpha_call_s!r} must lie between 0 and alpha_s={self.alpha_s!r}: "
                              "the once-per-call part is a part of alpha")
+
+    def with_hop(self, hop_s: float) -> "AlphaBeta":
+        """This model with a measured latency per hop: ``2 (N - 1) x hop_s`` of alpha is the ring's, the rest
+        is paid once per call.
+
+        Raises:
+            ValueError: A negative hop, or hops that would take more than all of alpha.
+        """
+        hops = 2 * (self.workers - 1) * hop_s
+        if hop_s < 0 or hops > self.alpha_s:
+            raise ValueError(f"hop_s={hop_s!r}: {2 * (self.workers - 1)} hops of it must fit in alpha_s={self.alpha_s!r}")
+        return dataclasses.replace(self, alpha_call_s=self.alpha_s - hops)
 
     def alpha_per_hop(self) -> float:
         """Seconds each of the ``2 (N - 1)`` ring hops adds: ``(alpha - alpha_call) / (2 (N - 1))``."""
@@ -107,7 +123,7 @@ def bench_table(events: Iterable[Mapping[str, Any]]) -> "pandas.DataFrame":
         Columns ``bytes``, ``median_ms``, ``q1_ms``, ``q3_ms``, ``algbw_gbps``, ``busbw_gbps``,
         ``workers``, ``controller``, ``compression``, ``cycle_ms`` (the run's ``HOROVOD_CYCLE_TIME``, NaN
         when the line does not say; ``allreduce_bench.py --cycle-times`` gives one row per size and cycle
-        time), sorted by cycle time and size.
+        time), ``dispatch`` (``eager`` or ``function``: ``--dispatch``), sorted by cycle time, dispatch and size.
 
     Raises:
         ValueError: If there is no ``allreduce`` event (was the script run with ``--json``?).
@@ -118,11 +134,12 @@ def bench_table(events: Iterable[Mapping[str, Any]]) -> "pandas.DataFrame":
              "q3_ms": e["q3_s"] * 1e3, "algbw_gbps": e["algbw_gbps"], "busbw_gbps": e["busbw_gbps"],
              "workers": int(e["workers"]), "controller": e["controller"],
              "compression": e.get("compression", "none"),
-             "cycle_ms": float(e["cycle_time_ms"]) if e.get("cycle_time_ms") is not None else math.nan}
+             "cycle_ms": float(e["cycle_time_ms"]) if e.get("cycle_time_ms") is not None else math.nan,
+             "dispatch": e.get("dispatch", "eager")}
             for e in events if e.get("event") == "allreduce"]
     if not rows:
         raise ValueError("no 'allreduce' events: run source_code/allreduce_bench.py with --json")
-    return pd.DataFrame(rows).sort_values(["cycle_ms", "bytes"], ignore_index=True, kind="stable")
+    return pd.DataFrame(rows).sort_values(["cycle_ms", "dispatch", "bytes"], ignore_index=True, kind="stable")
 
 
 def fit_alpha_beta(sizes_bytes: Sequence[float], seconds: Sequence[float],
@@ -170,30 +187,23 @@ def fit_alpha_beta(sizes_bytes: Sequence[float], seconds: Sequence[float],
     return AlphaBeta(float(alpha), float(1.0 / inv_beta), int(workers), rms)
 
 
-def cycle_part(alphas_by_cycle_s: Mapping[float, float]) -> float:
-    """How much of alpha one second of Horovod's cycle time adds: the slope of alpha against the cycle.
-
-    Horovod's background thread looks for ready tensors once per cycle (``HOROVOD_CYCLE_TIME``), so a
-    call waits for the next cycle, once, whatever N. Fitting alpha at two or more cycle times and
-    taking the least-squares slope separates that wait from the rest: at cycle ``c`` the
-    once-per-call part is ``slope x c`` (notebook 05 prints it).
+def misfit_table(group: "pandas.DataFrame", fit: AlphaBeta) -> "pandas.DataFrame":
+    """Where the fitted line holds: the model against every measured size of one controller.
 
     Args:
-        alphas_by_cycle_s: ``{cycle time in seconds: fitted alpha in seconds}``, two or more cycles.
+        group: Rows of :func:`bench_table` (one controller, one cycle time).
+        fit: The model fitted to them.
 
     Returns:
-        The slope, seconds of alpha per second of cycle (about 1 when a call waits one whole cycle).
-
-    Raises:
-        ValueError: Fewer than two distinct cycle times, or a negative value.
+        ``bytes``, ``median_ms``, ``model_ms``, ``misfit`` ((measured - model) / measured) and ``inside_iqr``
+        (the model lies between the measured quartiles: at that size the line describes the measurement).
     """
-    cycles = np.asarray(list(alphas_by_cycle_s), dtype=float)
-    alphas = np.asarray(list(alphas_by_cycle_s.values()), dtype=float)
-    if len(np.unique(cycles)) < 2:
-        raise ValueError("cycle_part needs alpha at two or more different cycle times, e.g. 1 ms and 5 ms")
-    if np.any(cycles < 0) or np.any(alphas < 0):
-        raise ValueError("cycle times and alphas must be >= 0 seconds")
-    return float(np.polyfit(cycles, alphas, 1)[0])
+    model = np.asarray(fit.predict(group["bytes"].to_numpy(dtype=float))) * 1e3
+    out = group[["bytes", "median_ms", "q1_ms", "q3_ms"]].copy()
+    out["model_ms"] = model
+    out["misfit"] = (out["median_ms"] - model) / out["median_ms"]
+    out["inside_iqr"] = (out["q1_ms"] <= model) & (model <= out["q3_ms"])
+    return out.drop(columns=["q1_ms", "q3_ms"]).reset_index(drop=True)
 
 
 def plot_fit(table: "pandas.DataFrame", fits: Mapping[str, AlphaBeta], ax: Any = None) -> Any:

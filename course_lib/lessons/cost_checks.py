@@ -1,13 +1,11 @@
 """Self-checks of notebook 05's exercises: what an all-reduce costs (the alpha-beta model).
 
 * :func:`check_prediction` (``05.predict``): the learner's predicted time of one all-reduce against the model
-  fitted in the notebook (and, where measured, the model against the measurement);
+  fitted in the notebook (on 8 workers: each hop charged the measured hop, the rest of alpha once per call;
+  where measured, the model against the measurement);
 * :func:`check_alpha_beta_fit` (``05.fit``, a coding exercise): runs the learner's ``my_fit(sizes, seconds,
   workers)`` on timings drawn from known alpha and beta, which the check makes up here (nothing is stored), and
-  names the typical slip (the ring factor, a unit) without giving the formula;
-* :func:`check_cycle_experiment` (``05.cycle``, change an experiment): the learner reruns the benchmark at a
-  cycle time of their choice and says which way alpha moved; the check compares the word with the learner's
-  own measurement.
+  names the typical slip (the ring factor, a unit) without giving the formula.
 
 Each prints and returns its verdict the one way :mod:`course_lib.lessons.selfcheck` defines.
 
@@ -22,9 +20,9 @@ from typing import Any, Callable
 import numpy as np
 
 from course_lib.lessons.allreduce_model import AlphaBeta, ring_factor
-from course_lib.lessons.selfcheck import learner_call, right, waiting, word_answer, wrong
+from course_lib.lessons.selfcheck import learner_call, right, waiting, wrong
 
-__all__ = ["check_prediction", "check_alpha_beta_fit", "FIT_CASES", "check_cycle_experiment", "CYCLE_WORDS"]
+__all__ = ["check_prediction", "check_alpha_beta_fit", "FIT_CASES"]
 
 
 def check_prediction(answer_s: float | None, *, fit: AlphaBeta, size_bytes: float, workers: int,
@@ -119,49 +117,3 @@ def check_alpha_beta_fit(my_fit: Callable[..., Any]) -> bool:
                          f"{got_beta:.4g} B/s, which do not reproduce them.",
                          _diagnose_fit(alpha, beta, workers, got_alpha, got_beta))
     return right(key, f"your fit recovers alpha and beta on {len(FIT_CASES)} made-up benchmarks (3, 4, 8 workers)")
-
-
-#: ``05.cycle``: the words an answer may use for the direction alpha moved.
-CYCLE_WORDS = ("rises", "falls", "stays")
-
-
-def check_cycle_experiment(answer: Any, *, cycle_ms: float | None, alpha_s: float | None, baseline: AlphaBeta,
-                           baseline_cycle_ms: float = 5.0) -> bool:
-    """Self-check ``05.cycle``: the learner changed the cycle time of the benchmark; which way did alpha move?
-
-    The expected word comes from the learner's own run: alpha ``rises`` (or ``falls``) when it moved by more
-    than a quarter of the change of the cycle time, else it ``stays``. The cycle time must differ from the
-    baseline's by 10 ms or more: alpha's noise on a shared CPU is several milliseconds.
-
-    Args:
-        answer: ``"rises"``, ``"falls"`` or ``"stays"``; ``None``: not answered yet.
-        cycle_ms: The cycle time of the learner's run (ms); ``None``: not run yet.
-        alpha_s: The alpha fitted to that run (seconds).
-        baseline: The notebook's fit at ``baseline_cycle_ms``.
-        baseline_cycle_ms: Cycle time of the baseline fit (ms).
-
-    Returns:
-        True when the word matches what the learner's run measured.
-    """
-    key = "05.cycle"
-    if cycle_ms is None or alpha_s is None:
-        return waiting(key, "not run yet", "set CYCLE_MS in the exercise's first cell and run the experiment.")
-    change_ms = cycle_ms - baseline_cycle_ms
-    if abs(change_ms) < 10:
-        return wrong(key, f"your run changed the cycle time by {change_ms:+g} ms only.",
-                     "alpha varies by several ms from run to run here: change the cycle time by 10 ms or more")
-    word = word_answer(key, answer, CYCLE_WORDS)
-    if word is None:
-        return False
-    moved_ms = (alpha_s - baseline.alpha_s) * 1e3
-    expected = "stays" if abs(moved_ms) <= abs(change_ms) / 4 else ("rises" if moved_ms > 0 else "falls")
-    if word != expected:
-        verdict = wrong(key, f"alpha did not do that in your run ({word}).",
-                        "compare the two alphas of the line below, then ask what a call waits for before it starts")
-    else:
-        verdict = right(key, f"alpha {expected} with the cycle time in your run: "
-                        + ("a call waits for Horovod's next cycle, once per call" if expected != "stays"
-                           else "in this run the wait for the cycle was hidden by the noise"))
-    print(f"measured: alpha {baseline.alpha_s * 1e3:.2f} ms at {baseline_cycle_ms:g} ms, {alpha_s * 1e3:.2f} ms "
-          f"at {cycle_ms:g} ms")
-    return verdict

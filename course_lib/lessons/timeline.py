@@ -29,10 +29,17 @@ if TYPE_CHECKING:
     import pandas
 
 __all__ = ["TimelineError", "read_timeline", "trim_timeline", "phase_table", "step_times",
-           "step_summary", "plot_step"]
+           "step_summary", "plot_step", "PHASE_COLOURS", "phase_colour", "negotiation_skew"]
 
 #: Phases that are a tensor's own top-level activity (the rest are nested in ALLREDUCE etc.).
 TOP_LEVEL = ("NEGOTIATE_ALLREDUCE", "ALLREDUCE")
+
+#: One colour per phase, the same in every chart (a phase a chart does not show keeps its colour elsewhere).
+PHASE_COLOURS = {
+    "NEGOTIATE_ALLREDUCE": "#9e9e9e", "ALLREDUCE": "#1f77b4", "MEMCPY_IN_FUSION_BUFFER": "#2ca02c",
+    "GLOO_ALLREDUCE": "#d62728", "MPI_ALLREDUCE": "#9467bd", "MEMCPY_OUT_FUSION_BUFFER": "#ff7f0e",
+    "INIT_FUSION_BUFFER": "#8c564b", "NEGOTIATE_BROADCAST": "#bcbd22", "BROADCAST": "#17becf",
+}
 
 
 class TimelineError(ValueError):
@@ -258,8 +265,7 @@ def plot_step(table: "pandas.DataFrame", step: int, ax: Any = None, title: str |
     tensors = list(dict.fromkeys(rows.sort_values("start_ms")["tensor"]))
     shapes = rows.dropna(subset=["shape"]).groupby("tensor")["shape"].first()
     origin = rows["start_ms"].min()
-    phases = list(dict.fromkeys(rows["phase"]))
-    colours = {p: f"C{i % 10}" for i, p in enumerate(phases)}
+    colours = {p: phase_colour(p) for p in dict.fromkeys(rows["phase"])}
     if ax is None:
         _, ax = plt.subplots(figsize=(9, 0.45 * len(tensors) + 1.5))
     for _, row in rows.iterrows():
@@ -282,3 +288,49 @@ def plot_step(table: "pandas.DataFrame", step: int, ax: Any = None, title: str |
 
 def _short(name: str, width: int = 24) -> str:
     return name if len(name) <= width else "…" + name[-(width - 1):]
+
+
+def phase_colour(phase: str) -> str:
+    """The colour of ``phase`` in every chart (:data:`PHASE_COLOURS`; another phase gets a fixed grey-blue)."""
+    return PHASE_COLOURS.get(phase, "#7f7f9f")
+
+
+def negotiation_skew(events: list[dict], table: "pandas.DataFrame") -> "pandas.DataFrame":
+    """For every ``NEGOTIATE_ALLREDUCE`` of a step: how long it lasted and how far apart the ranks announced.
+
+    A full negotiation (the first time Horovod sees a tensor) holds one tick per rank (an ``X`` event named by
+    the rank) at the moment the coordinator counted that rank's request. The skew is the last tick minus the
+    first: the time one rank waited for the other to reach the same gradient (a straggler, notebook 01). A
+    negotiation much longer than its skew waited on something else (the cycle, the coordinator). Later
+    negotiations go through Horovod's response cache (one bit-vector all-reduce per cycle) and carry no ticks:
+    their bar runs from the first cycle in which any rank had the tensor to the first in which all had it, so
+    its length is itself the skew, to within a cycle.
+
+    Args:
+        events: From :func:`read_timeline`.
+        table: :func:`phase_table` of the same events.
+
+    Returns:
+        One row per negotiation with at least two ticks: ``tensor``, ``step``, ``negotiate_ms``, ``skew_ms``,
+        ``last_rank`` (the rank that announced last).
+    """
+    import pandas as pd
+
+    names = {e["pid"]: e.get("args", {}).get("name", str(e["pid"])) for e in events
+             if e.get("ph") == "M" and e.get("name") == "process_name"}
+    timed = [e for e in events if e.get("ph") in ("B", "E", "X") and "ts" in e]
+    origin = min((float(e["ts"]) for e in timed), default=0.0)
+    ticks: dict[str, list[tuple[float, str]]] = {}
+    for e in events:
+        if e.get("ph") == "X" and str(e.get("name", "")).isdigit() and "ts" in e:
+            tensor = names.get(e.get("pid"), str(e.get("pid")))
+            ticks.setdefault(tensor, []).append(((float(e["ts"]) - origin) / 1e3, str(e["name"])))
+    rows = []
+    negotiations = table[(table["phase"] == "NEGOTIATE_ALLREDUCE") & (table["step"] >= 0)]
+    for _, row in negotiations.iterrows():
+        inside = sorted(t for t in ticks.get(row["tensor"], []) if row["start_ms"] - 1e-3 <= t[0] <= row["end_ms"] + 1e-3)
+        if len({rank for _, rank in inside}) < 2:
+            continue
+        rows.append({"tensor": row["tensor"], "step": int(row["step"]), "negotiate_ms": row["duration_ms"],
+                     "skew_ms": inside[-1][0] - inside[0][0], "last_rank": int(inside[-1][1])})
+    return pd.DataFrame(rows, columns=["tensor", "step", "negotiate_ms", "skew_ms", "last_rank"])

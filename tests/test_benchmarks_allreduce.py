@@ -1,0 +1,121 @@
+"""Tests of benchmarks/allreduce.py (section 10) and of the interleaving run.py adds: on synthetic rounds."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import allreduce, run  # noqa: E402
+
+MIB = 2 ** 20
+LARGE, SMALL = allreduce.LARGE, allreduce.SMALL
+
+
+def _samples(horovod_large_s: float, bare_large_s: float = 30e-3, rounds: int = 3) -> dict:
+    def same(v):
+        return [v * f for f in (0.99, 1.0, 1.01)][:rounds]
+
+    probe = {f"round_trip/tcp/{SMALL}": same(30e-6), f"round_trip/mpi/{SMALL}": same(12e-6),
+             f"one_way/tcp/{LARGE}": same(25e-3), f"one_way/mpi/{LARGE}": same(12e-3),
+             f"allreduce/tcp/{LARGE}": same(bare_large_s), f"allreduce/mpi/{LARGE}": same(bare_large_s),
+             f"copy/memory/{LARGE}": same(13e-3), f"add/memory/{LARGE}": same(15e-3)}
+    sweep = {str(SMALL): same(8e-3), str(MIB): same(9e-3), str(LARGE): same(horovod_large_s)}
+    return {"probe": probe, "gloo_course": sweep, "mpi_course": sweep, "mpi_cycle1": sweep}
+
+
+def _row(rows, start):
+    (row,) = [r for r in rows if r.measurement.startswith(start)]
+    return row
+
+
+@pytest.mark.parametrize("shares, verdict", [((0.9, 0.9, 0.9), "met"), ((0.5, 0.5, 0.5), "NOT met"),
+                                             ((0.85, 0.75, 0.82), "not resolved")])   # one round below 80 %
+def test_the_goal_row_compares_busbw_with_one_stream_round_by_round(shares, verdict):
+    chosen = allreduce.settings({"HOROVOD_CYCLE_TIME": "5"})
+    samples = _samples(1.0)
+    samples["gloo_course"] = {**samples["gloo_course"],
+                              str(LARGE): [t / s for t, s in zip(samples["probe"][f"one_way/tcp/{LARGE}"], shares)]}
+    rows = allreduce.rows(samples, chosen)
+    goal = _row(rows, "64 MiB busbw / one TCP stream, gloo")
+    assert goal.verdict == verdict and goal.unit == "%"
+    assert goal.spread == pytest.approx((100 * min(shares), 100 * max(shares)))
+    latency = _row(rows, "4 KiB latency / tcp round trip, gloo")
+    assert latency.value == pytest.approx(8e-3 / 30e-6) and latency.unit == "x"
+
+
+def test_the_path_row_says_whether_the_goal_is_out_of_reach_without_horovod():
+    chosen = allreduce.settings({"HOROVOD_CYCLE_TIME": "5"})
+    slow_path = allreduce.rows(_samples(50e-3, bare_large_s=40e-3), chosen)
+    row = _row(slow_path, "all-reduce without Horovod (TCP loopback) / one TCP stream")
+    assert row.value == pytest.approx(62.5) and row.verdict == "NOT met"    # the path alone holds it below
+    fast_path = allreduce.rows(_samples(50e-3, bare_large_s=25e-3), chosen)
+    assert _row(fast_path, "all-reduce without Horovod (TCP loopback) / one TCP stream").verdict == "met"
+    assert _row(fast_path, "64 MiB busbw / all-reduce without Horovod on tcp, gloo").value == pytest.approx(50.0)
+
+
+def test_a_failed_launch_is_a_row_that_says_so():
+    chosen = allreduce.settings({"HOROVOD_CYCLE_TIME": "5"})
+    samples = _samples(30e-3)
+    samples["mpi_cycle1"] = {}
+    rows = allreduce.rows(samples, chosen)
+    assert "not measured" in _row(rows, "Horovod all-reduce, mpi, {'HOROVOD_CYCLE_TIME': '1'}").note
+    fit = _row(rows, "alpha (latency), gloo")
+    assert fit.unit == "ms" and math.isfinite(fit.value)
+
+
+def test_round_order_and_settings():
+    assert allreduce.round_order(["p", "a", "b"], 0) == ["p", "a", "b"]
+    assert allreduce.round_order(["p", "a", "b"], 1) == ["b", "a", "p"]
+    names = [s.controller for s in allreduce.settings({"HOROVOD_CYCLE_TIME": "5"})]
+    assert names == ["gloo", "mpi", "mpi"]
+
+
+def test_run_interleaved_reverses_the_variants_every_other_round(monkeypatch):
+    seen = []
+    monkeypatch.setattr(run, "run_variant", lambda v, data, timeout: (seen.append(v.name) or 1.0, None))
+    settings = run.make_settings(True, 2)
+    variants = [run.Variant(n, n, "python", []) for n in ("a", "b", "c")]
+    run.run_interleaved(variants, settings, Path("x"))
+    assert seen == ["a", "b", "c", "c", "b", "a"]
+
+
+def test_callback_section_runs_longer_and_more_rounds_than_the_others():
+    full, quick = run.make_settings(False, None), run.make_settings(True, None)
+    assert full.callback_rounds >= 8 and full.callback_steps >= 3 * full.inproc_steps
+    assert quick.callback_rounds < full.callback_rounds
+    assert run.make_settings(False, 12).callback_rounds == 12
+
+
+def test_in_process_sections_hold_every_core(monkeypatch):
+    from course_lib.runner import launch
+    from course_lib.training.hardware import cpu_cores
+
+    held = {}
+
+    def fake(script, args, **kw):
+        held["slots"] = kw.get("slots")
+        raise launch.RunFailedError("stop here", returncode=1, rank=None, tail="", result=None)
+
+    monkeypatch.setattr(launch, "run_python", fake)
+    assert run.run_in_process("callback", run.make_settings(True, None), Path("x")) == {}
+    assert held["slots"] == cpu_cores()
+
+
+@pytest.mark.parametrize("extra_us, verdict", [(5.0, "met"), (2000.0, "NOT met"), (700.0, "not resolved")])
+def test_the_hook_row_resolves_the_callback_overhead_against_one_percent(extra_us, verdict):
+    from benchmarks import report
+
+    fits = [12.0, 12.0, 12.0]                  # 120 steps of 100 ms
+    without = [20e-6, 21e-6, 19e-6]
+    jitter = [0.0, 0.0, 600e-6] if verdict == "not resolved" else [0.0, 0.0, 0.0]
+    hooks = {"hooks_without": without, "hooks_with": [w + extra_us * 1e-6 + j for w, j in zip(without, jitter)]}
+    (_, _, row) = report.section4_hook_rows(hooks, fits, 120)
+    assert row.verdict == verdict
+    assert row.value == pytest.approx(100 * extra_us * 1e-6 / 0.1)
+    assert report.section4_hook_rows({}, fits, 120) == []
