@@ -116,7 +116,7 @@ def main():
         keras.backend.set_value(model.optimizer.learning_rate, lr)
         drills.report_reset(hvd.rank(), hvd.size(), state.epoch, lr)  # Course: reset and worker events
 
-    state.register_reset_callbacks([on_reset])
+    state.register_reset_callbacks([on_reset])  # Horovod Elastic: on_reset runs after every reset
     drills.announce(hvd.rank(), hvd.size())  # Course: the drill learns each worker's pid
 
     @hvd.elastic.run  # Horovod Elastic (3/4): after a reset, run this again from the last commit

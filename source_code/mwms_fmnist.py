@@ -103,13 +103,13 @@ def main():
         optimizer = keras.optimizers.Adam(args.lr)
         model.compile(optimizer=optimizer, metrics=["accuracy"],
                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    callbacks = []
+    callbacks = []  # Strategy: BackupAndRestore takes the place of the one-process checkpoint
     if args.backup_dir:  # Strategy: fault tolerance; every worker takes part, the chief writes
         callbacks.append(keras.callbacks.BackupAndRestore(backup_dir=args.backup_dir))
     callbacks += drills.mwms_callbacks(args.seed, rank, strategy.num_replicas_in_sync, steps_per_epoch)  # Course
 
-    model.fit(train, epochs=args.epochs, steps_per_epoch=steps_per_epoch, callbacks=callbacks,
-              verbose=2 if rank == 0 else 0)  # Strategy: the chief alone logs
+    model.fit(train, epochs=args.epochs, steps_per_epoch=steps_per_epoch,  # Strategy: the backup sets the first epoch
+              callbacks=callbacks, verbose=2 if rank == 0 else 0)  # Strategy: the chief alone logs
 
     test = images("test", args.test_subset).batch(256)
     # Strategy: every worker evaluates its part of each batch (a collective: all of them must call it)

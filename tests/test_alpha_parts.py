@@ -67,3 +67,27 @@ def test_missing_configuration_and_unpaired_rounds_are_named():
         alpha_parts.bench_figures([{"event": "allreduce", "cycle_time_ms": 5.0, "bytes": 4096}])
     assert set(alpha_parts.bench_figures(TWO)) == {(5.0, "eager", 4096), (5.0, "function", 4096),
                                                    (0.1, "eager", 4096), (0.1, "function", 4096)}
+
+
+def _growth(three_rounds, hop_s=15e-6, cores=None):
+    two = [[_line(0.1, "function", [3.6e-3, 3.7e-3, 3.5e-3])], [_line(0.1, "function", [3.7e-3, 3.6e-3, 3.5e-3])]]
+    three = [[_line(0.1, "function", r)] for r in three_rounds]
+    return alpha_parts.alpha_growth({2: two, 3: three}, hop_s=hop_s, cycle_ms=0.1, dispatch="function", nbytes=4096,
+                                   cores=cores)
+
+
+def test_alpha_at_3_processes_is_judged_against_the_ring_s_extra_hops():
+    """Each verdict of the 2-vs-3-process comparison, and the sentence it chooses (issue 46)."""
+    far = _growth([[6.0e-3, 6.2e-3, 5.9e-3], [6.1e-3, 6.0e-3, 6.2e-3]])       # +2.5 ms: far beyond 30 µs of hops
+    assert far.growth.seconds == pytest.approx(6.067e-3 - 3.6e-3, abs=1e-6) and far.hops_s == pytest.approx(30e-6)
+    assert far.beyond_hops() is True and far.sentence().endswith("more than the wire adds: the rest is waiting")
+    crowded = _growth([[6.0e-3, 6.2e-3, 5.9e-3], [6.1e-3, 6.0e-3, 6.2e-3]], cores=2)
+    assert crowded.sentence().endswith("the rest is waiting (3 ranks on 2 cores take turns)")
+    assert "take turns" not in _growth([[6.0e-3, 6.2e-3, 5.9e-3]] * 2, cores=4).sentence()
+    same = _growth([[3.6e-3, 3.7e-3, 3.6e-3], [3.5e-3, 3.7e-3, 3.6e-3]])      # no growth: cannot tell from 30 µs
+    assert same.beyond_hops() is None and same.sentence().endswith("cannot tell it from the wire's extra hops")
+    less = _growth([[3.60e-3, 3.60e-3, 3.60e-3], [3.60e-3, 3.60e-3, 3.60e-3]], hop_s=2e-3)   # hops of 4 ms: less
+    assert less.beyond_hops() is False and "less than" in less.sentence()
+    assert far.sentence().startswith("measured: α is 3.60 ± ") and "≈ 0.030 ms on this transport" in far.sentence()
+    with pytest.raises(ValueError, match="2 and 3 processes"):
+        alpha_parts.alpha_growth({2: []}, hop_s=1e-5, cycle_ms=0.1, dispatch="function", nbytes=4096)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from course_lib.lessons import concepts
+from course_lib.lessons.exercises import Exercise
 
 
 # ---------------------------------------------------------------- staleness (concepts.synchronous_vs_asynchronous)
@@ -54,6 +55,9 @@ def test_ring_traffic_of_a_4_mb_gradient_on_8_workers_is_7_mb() -> None:
 
 
 # ---------------------------------------------------------------- checkers reject near misses
-# The checker_near_miss mutant (a self-check accepting a 0.9 % error) is killed by tests/test_exercises.py's
-# test_near_misses_are_rejected_at_the_boundary, against the instructors' hand-worked answers; its expected
-# values are computed by course_lib, so they are not repeated here.
+# The checker_near_miss mutant (a self-check accepting a 0.9 % error) is killed here: the course's remaining
+# exercises all take integer or word answers, so a "real" exercise is built for the test (its answer 7.25).
+def test_a_real_answer_0_9_percent_off_is_wrong() -> None:
+    real = Exercise("99.real", "{x}?", {"x": 7.25}, "real", "", solve=lambda x: x)
+    assert real.accepts(7.25) and real.accepts(7.2507) and real.accepts("7.25")
+    assert not real.accepts(7.25 * 1.009) and not real.accepts(7.25 * 0.991)

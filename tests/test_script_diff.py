@@ -102,7 +102,7 @@ def test_every_shown_line_says_why(pair: str) -> None:
 
 def test_an_unexplained_line_is_caught(tmp_path: Path) -> None:
     """The check above bites: one added line with no reason, in a copy of the MWMS script."""
-    text = (SOURCE / "mwms_fmnist.py").read_text().replace("    callbacks = []\n", "    callbacks = []\n    verbose = 1\n")
+    text = (SOURCE / "mwms_fmnist.py").read_text().replace("    callbacks = []", "    verbose = 1\n    callbacks = []")
     diff = script_diff.changed_lines(SOURCE / "keras_fmnist.py", _write(tmp_path, "mwms_fmnist.py", text),
                                      fold_reindented=True, leave_out=COURSE)
     assert unexplained(diff, "Strategy") == ["    verbose = 1"]

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     import pandas
 
 __all__ = ["bench_figures", "paired_difference", "difference", "AlphaParts", "alpha_parts", "sum_check",
-           "majority", "parts_table"]
+           "majority", "parts_table", "AlphaGrowth", "alpha_growth"]
 
 
 def bench_figures(events: Iterable[Mapping[str, Any]]) -> dict[tuple[float, str, int], Figure]:
@@ -177,3 +177,70 @@ def parts_table(parts: AlphaParts) -> "pandas.DataFrame":
                  "share": 1.0})
     return pd.DataFrame(rows)
 
+
+@dataclass(frozen=True)
+class AlphaGrowth:
+    """Alpha at 2 and at 3 processes, and what the ring's extra hops would add (notebook 05, section 3).
+
+    A ring of N ranks makes 2(N-1) hops, so 3 ranks make 2 more than 2; at the transport's measured hop that is
+    ``2 * hop_s``. What alpha grows by beyond that is not the wire: on a machine with fewer cores than ranks it is
+    mostly the ranks waiting for a core.
+
+    Attributes:
+        two: Alpha at 2 processes (every round of every launch pooled).
+        three: Alpha at 3 processes.
+        hop_s: The transport's measured hop (half its round trip).
+        cores: The machine's cores (the sentence says when 3 ranks outnumber them).
+    """
+
+    two: Figure
+    three: Figure
+    hop_s: float
+    cores: int | None = None
+
+    @property
+    def growth(self) -> Figure:
+        """Alpha at 3 minus alpha at 2, half-widths in quadrature (measured in different launches)."""
+        return difference(self.three, self.two)
+
+    @property
+    def hops_s(self) -> float:
+        """What the 2 extra hops of a 3-rank ring cost at the measured hop."""
+        return 2 * self.hop_s
+
+    def beyond_hops(self) -> bool | None:
+        """Does alpha grow by more than the 2 extra hops? True above, False below, None (cannot tell)."""
+        g = self.growth
+        return interval_verdict(g.seconds - g.half_width_s, g.seconds + g.half_width_s, self.hops_s)
+
+    def sentence(self) -> str:
+        """The ``measured:`` line that states both alphas and what their difference says, as its verdict decided."""
+        g = self.growth
+        crowded = f" ({3} ranks on {self.cores} cores take turns)" if self.cores and self.cores < 3 else ""
+        said = {True: f"more than the wire adds: the rest is waiting{crowded}",
+                False: "less than even the wire's extra hops",
+                None: "cannot tell it from the wire's extra hops"}[self.beyond_hops()]
+        return (f"measured: α is {self.two.seconds * 1e3:.2f} ± {self.two.half_width_s * 1e3:.2f} ms at 2 "
+                f"processes and {self.three.seconds * 1e3:.2f} ± {self.three.half_width_s * 1e3:.2f} ms at 3, "
+                f"{g.seconds * 1e3:+.2f} ± {g.half_width_s * 1e3:.2f} ms; a 3-rank ring's 2 extra hops cost "
+                f"≈ {self.hops_s * 1e3:.3f} ms on this transport, so the growth is {said}")
+
+
+def alpha_growth(launches: Mapping[int, Iterable[Iterable[Mapping[str, Any]]]], *, hop_s: float, cycle_ms: float,
+                 dispatch: str, nbytes: int, cores: int | None = None) -> AlphaGrowth:
+    """:class:`AlphaGrowth` from ``allreduce_bench.py`` launches at 2 and 3 processes.
+
+    Args:
+        launches: ``{2: [events of each 2-process launch], 3: [... of each 3-process launch]}``.
+        hop_s: The transport's measured hop.
+        cycle_ms, dispatch, nbytes: Which of the launches' figures is alpha.
+        cores: The machine's cores (see :class:`AlphaGrowth`).
+
+    Raises:
+        ValueError: A process count missing, or launches without that figure.
+    """
+    if set(launches) != {2, 3}:
+        raise ValueError(f"need launches at 2 and 3 processes, got {sorted(launches)}")
+    pooled = {n: Figure.of([v for events in runs for v in _rounds(events, cycle_ms, dispatch, nbytes)])
+              for n, runs in launches.items()}
+    return AlphaGrowth(pooled[2], pooled[3], hop_s, cores)

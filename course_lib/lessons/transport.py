@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from course_lib.training.stats import mean_ci95
+from course_lib.training.stats import ci_verdict, mean_ci95
 
 if TYPE_CHECKING:
     import pandas
@@ -184,9 +184,7 @@ def per_byte_change(parts: Mapping[str, Mapping[int, Figure]], small: int, large
     Raises:
         KeyError: A part lacks one of the two sizes.
     """
-    import pandas as pd
-
-    from course_lib.training.stats import ci_verdict
+    import pandas as pd  # late: pandas is heavy and only tables need it
 
     rows = []
     for name, by_size in parts.items():
