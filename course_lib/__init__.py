@@ -34,8 +34,9 @@ and each layer's imports as ``tests/test_layers.MAY_IMPORT`` enforces them.
     ``ablation``, ``recovery``, ``trials`` and ``trial_runner`` (04), ``knobs`` (05),
     ``selfcheck`` (the one self-check pattern), ``exercises`` (answers), ``coding_checks`` (01-03),
     ``schedule_check`` (04), ``cost_checks`` (05) and
-    ``launch_checks`` (06) (the self-checks), ``coverage`` (every image once), ``display``
-    (what a cell shows), ``widgets`` (the control panel) and ``script_diff`` (the lines between two scripts).
+    ``launch_checks`` (06) (the self-checks), ``elastic_run`` (an elastic run epoch by epoch, 06),
+    ``coverage`` (every image once), ``display`` (what a cell shows), ``widgets`` (the control panel) and
+    ``script_diff`` (the lines between two scripts).
 ``environment/`` (imports training, runner)
     The learner's machine: ``doctor`` (``python -m course_lib doctor``), ``tensorflow_build`` (which TensorFlow
     build the machine takes and has), ``machine`` (what a measurement ran on: the ``machine:`` stamp), ``lab``
