@@ -153,5 +153,7 @@ c.Spawner.environment = {
     "TF_CPP_MIN_LOG_LEVEL": "2",
     "COURSE_SLOTS_DIR": os.environ.get("COURSE_SLOTS_DIR", "/tmp/course-slots"),  # one queue for the room
 }
+if os.environ.get("COURSE_SLOTS"):   # the instructor keeps only the first N cores for learners' runs
+    c.Spawner.environment["COURSE_SLOTS"] = os.environ["COURSE_SLOTS"]
 if TFDS.is_dir():
     c.Spawner.environment["TFDS_DATA_DIR"] = str(TFDS)

@@ -125,7 +125,8 @@ def room(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     env = {**os.environ, "COURSE_ROOM_USERS": ",".join(names), "COURSE_ROOM_PASSWORD": password,
            "COURSE_ROOM_PORT": str(port), "COURSE_ROOM_IP": "127.0.0.1", "COURSE_ROOM_HUB_PORT": str(hub_port),
            "COURSE_ROOM_API_PORT": str(api_port), "COURSE_ROOM_STATE": str(base / "state"),
-           "COURSE_STUDENT_DIR": str(base / "student"), "COURSE_VENV": str(VENV)}
+           "COURSE_STUDENT_DIR": str(base / "student"), "COURSE_VENV": str(VENV),
+           "COURSE_SLOTS": "1"}  # the instructor's core limit, which every learner's server must inherit
     log = base / "hub.log"
     restore_modes = _restore_modes(_open_for_traversal())
     with log.open("w") as out:
@@ -236,6 +237,17 @@ def test_each_learner_reads_their_own_workspace(room: dict, learners: dict) -> N
         home = Path(pwd.getpwnam(name).pw_dir)
         assert (home / "course" / "notebooks" / "00_setup.ipynb").stat().st_uid == pwd.getpwnam(name).pw_uid
         assert not (home / "course" / "instructor").exists()
+
+
+@pytest.mark.slow  # > 2 s: left out of `make check`
+def test_every_learner_s_server_inherits_the_room_s_core_limit(room: dict, learners: dict) -> None:
+    """``COURSE_SLOTS=N`` in the hub's environment limits learners' runs (classroom/README.md); JupyterHub passes
+    a server only the variables its spawner names, so the server's own environment must hold it."""
+    for name in learners:
+        servers = [p for p in psutil.process_iter(["username", "cmdline"])
+                   if p.info["username"] == name and any("jupyterhub-singleuser" in a for a in p.info["cmdline"] or ())]
+        assert servers, f"no server process of {name}"
+        assert all(p.environ().get("COURSE_SLOTS") == "1" for p in servers), name
 
 
 @pytest.mark.slow  # > 2 s: left out of `make check`
