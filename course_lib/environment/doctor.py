@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from course_lib.environment import tensorflow_build
+from course_lib.environment.frameworks import frameworks_venv, frameworks_versions
 from course_lib.runner.preflight import LaunchError, find_horovodrun
 from course_lib.training import fmnist_files
 from course_lib.training.devices import cpu_cores, gpu_names
@@ -383,8 +384,6 @@ def check_frameworks(versions: dict[str, object] | None = None) -> Check:
 
     Introduced in notebooks/07_frameworks.ipynb.
     """
-    from course_lib.environment.frameworks import frameworks_venv, frameworks_versions
-
     found = frameworks_versions() if versions is None else versions
     name = "PyTorch / JAX / Keras 3 (notebook 07)"
     if "error" in found:
