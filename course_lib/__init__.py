@@ -16,8 +16,9 @@ and each layer's imports as ``tests/test_layers.MAY_IMPORT`` enforces them.
     run trained on), ``flags`` (the scripts' shared flags), ``report`` (a script's config and result
     lines), ``events`` (JSON lines), ``stats`` (intervals, the one verdict rule, efficiency),
     ``seeding``, ``checkpoints``, ``schedules``, ``files`` (atomic writes), ``autograph`` (Horovod's
-    functions left as they are at a rank's first step: start-up time) and ``drills`` (what notebook 06's
-    fault drills read from its multi-worker scripts).
+    functions left as they are at a rank's first step: start-up time), ``drills`` (what notebook 06's
+    fault drills read from its multi-worker scripts) and ``idx_arrays`` (the Fashion-MNIST files read with NumPy
+    alone: notebook 07's PyTorch and JAX scripts).
 ``runner/`` (imports training)
     Starting training processes from a notebook: ``launch`` (``run_horovod``, ``run_python``),
     ``horovodrun`` (horovodrun without its per-launch build check), ``gloo_rendezvous`` (Horovod's Gloo
@@ -25,7 +26,8 @@ and each layer's imports as ``tests/test_layers.MAY_IMPORT`` enforces them.
     launch holds), ``execute`` (the launchers' shared glue), ``slots`` (machine-wide queue and grants),
     ``place_rank`` (the rank wrapper), ``processes`` and ``watchdog`` (process groups and clean-up),
     ``runlog`` (rank prefixes and JSON lines into a RunResult), ``multiworker`` and ``supervise``
-    (elastic Horovod, several python workers, mpirun) and ``faults`` (notebook 06's drills).
+    (elastic Horovod, several python workers, mpirun), ``faults`` (notebook 06's drills) and ``torchrun``
+    (PyTorch's launcher through the course's, notebook 07).
 ``lessons/`` (imports training, runner)
     Helpers of the notebooks: ``concepts`` and ``experiments`` (01), ``allreduce_model``, ``transport``,
     ``alpha_parts``, ``comm_findings`` and ``timeline`` (what communication costs, 05), ``scaling`` (tables and
@@ -36,11 +38,12 @@ and each layer's imports as ``tests/test_layers.MAY_IMPORT`` enforces them.
     ``schedule_check`` (04), ``cost_checks`` (05) and
     ``launch_checks`` (06) (the self-checks), ``elastic_run`` (an elastic run epoch by epoch, 06),
     ``coverage`` (every image once), ``display`` (what a cell shows), ``widgets`` (the control panel) and
-    ``script_diff`` (the lines between two scripts).
+    ``script_diff`` (the lines between two scripts), ``frameworks`` (notebook 07's rows and verdicts).
 ``environment/`` (imports training, runner)
     The learner's machine: ``doctor`` (``python -m course_lib doctor``), ``tensorflow_build`` (which TensorFlow
-    build the machine takes and has), ``machine`` (what a measurement ran on: the ``machine:`` stamp), ``lab``
-    (``make lab``) and ``course_contents`` (what the course folder holds).
+    build the machine takes and has), ``frameworks`` (notebook 07's second venv), ``machine`` (what a
+    measurement ran on: the ``machine:`` stamp), ``lab`` (``make lab``) and ``course_contents`` (what the course
+    folder holds).
 
 Importing the package itself does no work: it does not import TensorFlow, so
 ``course_lib.training.devices.simulate_devices`` can still run before TensorFlow starts.

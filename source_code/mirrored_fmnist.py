@@ -132,7 +132,8 @@ def train_with_ceiling(args: argparse.Namespace, tf: Any, strategy: Any, fmnist:
     (``"run"``: ``ceiling`` or ``mirrored``); the ``result`` events follow, the ceiling's first.
     """
     from course_lib.training import models, optimizers, pipeline, report
-    from course_lib.training.callbacks import Throughput
+    from course_lib.training.callbacks import ReportConsumed, Throughput
+    from course_lib.training.consumption import ConsumedIds
 
     one_device = tf.distribute.MirroredStrategy(strategy.extended.worker_devices[:1])  # Strategy: 1 replica
     runs = []
@@ -151,15 +152,18 @@ def train_with_ceiling(args: argparse.Namespace, tf: Any, strategy: Any, fmnist:
         meter = Throughput(plan.step_batch, samples_per_epoch=plan.samples_per_epoch,
                            warmup_epochs=args.throughput_warmup_epochs, warmup_steps=1, workers=replicas,
                            json_lines=args.json, label=name, keep_across_fits=True)
-        runs.append((name, strat, model, plan, meter))
+        # the ids each run's model pulled (both runs record them, so the pairing stays fair): "consumed" events
+        consumed = ConsumedIds()
+        runs.append((name, strat, model, plan, meter, consumed, ReportConsumed(consumed, 0, json_lines=args.json,
+                                                                               run=name)))
     for epoch in range(args.epochs):
-        for _, strat, model, _, meter in runs if epoch % 2 == 0 else runs[::-1]:
+        for _, strat, model, _, meter, consumed, report_ids in runs if epoch % 2 == 0 else runs[::-1]:
             train, _, steps = pipeline.distribute_for_strategy(
                 strat, fmnist.x_train, fmnist.y_train, batch_size_per_replica=args.batch_size,
-                training=True, seed=args.seed, first_epoch=epoch, epochs=epoch + 1)
-            model.fit(train, initial_epoch=epoch, epochs=epoch + 1, steps_per_epoch=steps, callbacks=[meter],
-                      verbose=0)
-    for name, _, model, plan, meter in runs:
+                training=True, seed=args.seed, first_epoch=epoch, epochs=epoch + 1, recorder=consumed)
+            model.fit(train, initial_epoch=epoch, epochs=epoch + 1, steps_per_epoch=steps,
+                      callbacks=[meter, report_ids], verbose=0)
+    for name, _, model, plan, meter, _, _ in runs:
         test = pipeline.make_dataset(fmnist.x_test, fmnist.y_test, batch_size=plan.step_batch, training=False)
         report.report_result(
             scores=model.evaluate(test, verbose=0), plan=plan, meter=meter, strategy="mirrored",

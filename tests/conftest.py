@@ -120,7 +120,15 @@ COMPONENTS: dict[str, tuple[Callable[[], bool], str]] = {
                    "(COURSE_FORCE_SETUP=1 make setup rebuilds Horovod)"),
     "horovod": (lambda: importlib.util.find_spec("horovod") is not None,
                 "the horovod package is not importable: run `make setup`"),
+    "frameworks-venv": (lambda: _frameworks_python() is not None,
+                        "notebook 07's venv (.venv-07: torch, jax, keras 3) is missing: run `make setup`"),
 }
+
+
+def _frameworks_python() -> str | None:
+    from course_lib.environment.frameworks import frameworks_python
+
+    return frameworks_python(required=False)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -519,6 +519,13 @@ def test_mirrored_ceiling_trains_both_in_turn(mirrored: dict) -> None:
     assert results["ceiling"]["workers"] == 1 and results["mirrored"]["workers"] == 2
     assert all(r["images_per_sec"] > 0 and r["test_accuracy"] >= MIRRORED_MIN_ACCURACY for r in results.values()), results
     assert {e["run"] for e in _of(events, "digest")} == {"ceiling", "mirrored"}
+    from course_lib.lessons.coverage import check_coverage
+
+    for run in ("ceiling", "mirrored"):  # each run's own ids (notebook 07's every-image-once check), named
+        own = [e for e in events if e.get("run") == run]
+        coverage = check_coverage(own, readers=1)
+        assert coverage.ok and coverage.epochs == [1, 2, 3], (run, coverage.problems)
+    assert not check_coverage(events, readers=1).ok  # both runs' ids together: every image twice
 
 
 # ------------------------------------------------------------------ course_lib.training

@@ -48,8 +48,9 @@ def _run_setup(tmp_path: Path, pythons: dict[str, tuple[int, int]],
         (bin_dir / tool).symlink_to(found)
     for name, version in pythons.items():
         _fake_python(bin_dir, name, version)
+    # COURSE_NO_FRAMEWORKS=1: notebook 07's second venv is set-up's own step, tested in test_frameworks_setup.py
     env = {"PATH": str(bin_dir), "HOME": str(tmp_path), "COURSE_SKIP_APT": "1", "COURSE_GPU": "0",
-           "COURSE_VENV": str(tmp_path / "venv"), **(extra_env or {})}
+           "COURSE_NO_FRAMEWORKS": "1", "COURSE_VENV": str(tmp_path / "venv"), **(extra_env or {})}
     proc = subprocess.run([str(bin_dir / "bash"), str(SETUP)], capture_output=True, text=True, env=env,
                           timeout=60)
     call = (bin_dir / "venv-call").read_text().strip() if (bin_dir / "venv-call").exists() else ""

@@ -12,7 +12,8 @@
 #      dependencies (it requires `tensorflow`, the CUDA-capable wheel) and checked (docs/decisions/tensorflow-2.18.md);
 #   4. Horovod compiled against that TensorFlow (Gloo + MPI; NCCL on GPU hosts) from its source package
 #      (sha256-checked) with the course's patches, requirements/patches/horovod-<version>.patch;
-#   5. the venv's Jupyter kernel registered as `python3`.
+#   5. the venv's Jupyter kernel registered as `python3`;
+#   and notebook 07's second venv, .venv-07 (PyTorch, JAX, Keras 3): tools/setup_frameworks.sh.
 #
 # Idempotent: a stamp in .venv records what was installed; a second run checks it and returns in seconds.
 # Variables: PYTHON (interpreter to build the venv from), COURSE_VENV (venv path), COURSE_GPU (1/0 to force
@@ -128,6 +129,9 @@ STAMP=$VENV/.course-setup-$stamp_id-$PROFILE
 if [ "$PROFILE" = learner ] && [ -f "$VENV/.course-setup-$stamp_id-full" ]; then
     STAMP=$VENV/.course-setup-$stamp_id-full  # a full set-up includes everything the learner needs
 fi
+# Notebook 07's second venv (PyTorch, JAX, Keras 3), beside this one and never in it: its own script and stamp
+# (returns at once when set up; docs/decisions/frameworks-venv.md).
+COURSE_VENV=$VENV bash "$ROOT/tools/setup_frameworks.sh" "$variant"
 if [ -f "$STAMP" ] && [ "${COURSE_FORCE_SETUP:-0}" != 1 ] && [ -x "$VENV/bin/horovodrun" ] \
         && "$VENV/bin/python" -c "import course_lib"; then
     say "already set up ($variant build, $PROFILE profile, stamp $stamp_id); checked in $(( $(date +%s) - START )) s"

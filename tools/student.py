@@ -67,7 +67,8 @@ END = re.compile(r"^[ \t]*#+\s*END SOLUTION\s*$")
 STUB = 'raise NotImplementedError("your code here")'
 # What the learner edition copies from the course folder (folders whole, minus caches).
 COPIED = ("course_lib", "source_code", "cluster", "requirements", "pyproject.toml", "environment.yml",
-          "tools/setup.sh", "tools/wheel_cache.py", "tools/uv_install.py", "tools/jupyterlab-overrides.json",
+          "tools/setup.sh", "tools/setup_frameworks.sh", "tools/wheel_cache.py", "tools/uv_install.py",
+          "tools/jupyterlab-overrides.json",
           "tools/localcluster", "docs/architecture.md")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".ipynb_checkpoints")
 

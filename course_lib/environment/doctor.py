@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from course_lib.environment import tensorflow_build
+from course_lib.environment.frameworks import frameworks_venv, frameworks_versions
 from course_lib.runner.preflight import LaunchError, find_horovodrun
 from course_lib.training import fmnist_files
 from course_lib.training.devices import cpu_cores, gpu_names
@@ -371,4 +372,25 @@ def run_checks() -> DoctorReport:
     report.checks.append(_check_version("tensorflow-datasets", ("tensorflow-datasets",), "tensorflow-datasets"))
     report.checks.append(_check_version("JupyterLab", ("jupyterlab",), "jupyterlab"))
     report.checks.append(_check_version("ipywidgets", ("ipywidgets",), "ipywidgets"))
+    report.checks.append(check_frameworks())
     return report
+
+
+def check_frameworks(versions: dict[str, object] | None = None) -> Check:
+    """Notebook 07's second venv (.venv-07): torch with Gloo, jax and keras 3 on JAX, asked in its own python.
+
+    Args:
+        versions: :func:`course_lib.environment.frameworks.frameworks_versions`'s answer (default: asked now).
+
+    Introduced in notebooks/07_frameworks.ipynb.
+    """
+    found = frameworks_versions() if versions is None else versions
+    name = "PyTorch / JAX / Keras 3 (notebook 07)"
+    if "error" in found:
+        return Check(name, "fail", str(found["error"]), "make setup")
+    build = f"CUDA {found['cuda']}" if found.get("cuda") else "CPU build"
+    detail = (f"torch {found['torch']} ({build}, Gloo {'yes' if found.get('gloo') else 'NO'}), jax {found['jax']}, "
+              f"keras {found['keras']} on {found['keras_backend']}, in {frameworks_venv().name}")
+    if not found.get("gloo"):
+        return Check(name, "fail", detail, "COURSE_FORCE_SETUP=1 make setup (this torch has no Gloo)")
+    return Check(name, "ok", detail)

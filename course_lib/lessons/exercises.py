@@ -127,6 +127,11 @@ def _replica_steps(train_size: int, per_replica_batch: int, replicas: int) -> in
 
 
 
+def _adam_moments_mb(parameters: int, ranks: int) -> float:
+    # Two float32 moments per parameter, held whole by every data-parallel rank (ranks change nothing).
+    return 2 * 4 * parameters / 1e6
+
+
 EXERCISES: dict[str, Exercise] = {exercise.key: exercise for exercise in [
     Exercise("00.global_batch", "MirroredStrategy with {replicas} replicas and a per-replica batch of "
              "{per_replica_batch}: what is the global batch?", {"per_replica_batch": 64, "replicas": 4}, "integer",
@@ -140,6 +145,10 @@ EXERCISES: dict[str, Exercise] = {exercise.key: exercise for exercise in [
              "steps per epoch on each worker?", {"train_size": 60_000, "per_worker_batch": 32, "workers": 4},
              "integer", "one epoch is one pass over the data by all workers together, "
              "each on its own shard; the partial last batch counts", _steps),
+    Exercise("07.adam_state", "Adam's two float32 moments per parameter, {parameters} parameters, DDP over {ranks} "
+             "ranks: MB (10^6 bytes) of moments on each rank?", {"parameters": 1_199_882, "ranks": 4}, "real",
+             "how many bytes is one float32, how many moments per parameter, and which part of the model's state "
+             "does one DDP rank keep", _adam_moments_mb),
 ]}
 
 

@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 from course_lib.runner import processes, slots
 from course_lib.runner.options import Launch
 from course_lib.runner.placing import PlaceRequest
-from course_lib.runner.runlog import RunResult, parse_line, split_interleaved
+from course_lib.runner.runlog import RunResult, names_stream, parse_line, split_interleaved
 from course_lib.training.placement import PLACEMENT_ENV, Placement, cut_shares
 
 __all__ = ["RunFailedError", "RunTimeoutError", "RunStoppedError", "TagJoiner", "execute", "make_printer"]
@@ -188,7 +188,7 @@ def _stream(command: list[str], result: RunResult, printer: Callable[[str, str],
 
     def on_piece(line: str, pipe: str) -> None:
         rank, stream, text, event = parse_line(line, horovod=horovod)
-        if pipe == "stderr" and (rank is None or not horovod):
+        if pipe == "stderr" and (rank is None or not horovod or not names_stream(line)):
             stream = "stderr"  # an unprefixed line's stream is the pipe it came through
         result.add_line(line, rank, stream, text, event)
         if show == "all" or rank is None or (show == "rank0" and rank == 0):

@@ -1,6 +1,6 @@
 """The log of a launched run: rank prefixes parsed, JSON lines collected into a ``RunResult``.
 
-Horovod prefixes every line of a rank. Gloo (``horovodrun --gloo``) writes ``[1]<stderr>:text``
+Horovod prefixes every line of a rank (and ``torchrun --tee 3`` does: ``[default1]:text``, notebook 07). Gloo (``horovodrun --gloo``) writes ``[1]<stderr>:text``
 (optionally preceded by a timestamp with ``--prefix-output-with-timestamp``); Open MPI
 (``--mpi``, which tags output) writes ``[1,0]<stdout>:text`` where the second number is the
 rank. Lines without a prefix are horovodrun's / mpirun's own. A rank's text that is one JSON
@@ -16,13 +16,16 @@ import os
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["RunResult", "parse_line", "split_interleaved"]
+__all__ = ["RunResult", "parse_line", "names_stream", "split_interleaved"]
 
 _ASCTIME = r"(?:\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})?"  # optional (Gloo's --prefix-output-with-timestamp)
 _STREAMS = r"stdout|stderr|stddiag"
 _PREFIX = re.compile(
     rf"^{_ASCTIME}\[(?:(?P<job>\d+),)?(?P<rank>\d+)\]<(?P<stream>{_STREAMS})>:(?P<text>.*)$"
 )
+#: torchrun's prefix (``--tee 3``): ``[default1]:text``, the role (``default``) and the local rank; the stream is
+#: the pipe the line came through (a rank's stderr stays torchrun's stderr). One machine: local rank = rank.
+_TORCHRUN_PREFIX = re.compile(r"^\[(?P<role>[A-Za-z_][A-Za-z_-]*?)(?P<rank>\d+)\]:(?P<text>.*)$")
 _PREFIX_AFTER_CR = re.compile(rf"\r{_ASCTIME}\[(?:\d+,)?\d+\]<(?:{_STREAMS})>:")
 #: A "\r" followed by a Gloo rank prefix (lookahead: the prefix stays with the piece it starts).
 _GLOO_TAG_AFTER_CR = re.compile(rf"\r(?={_ASCTIME}\[(\d+)\]<({_STREAMS})>:)")
@@ -56,6 +59,12 @@ def split_interleaved(line: str) -> list[str]:
     return [*pieces, line[start:]]
 
 
+def names_stream(line: str) -> bool:
+    """True when the line's prefix names its stream (Horovod's and mpirun's do; torchrun's does not: its
+    lines' stream is the pipe they came through)."""
+    return _PREFIX.match(line) is not None
+
+
 def parse_line(line: str, *, horovod: bool = True) -> tuple[int | None, str, str, dict | None]:
     """Split one output line into rank, stream, text and (if any) JSON event.
 
@@ -76,6 +85,8 @@ def parse_line(line: str, *, horovod: bool = True) -> tuple[int | None, str, str
             rank, stream, text = int(match["rank"]), match["stream"], match["text"]
             if match["job"] is not None:  # mpirun may repeat the tag inside a split line
                 text = text.replace(line[: match.start("text")], "")
+        elif (torchrun := _TORCHRUN_PREFIX.match(line)) is not None:
+            rank, text = int(torchrun["rank"]), torchrun["text"]
         else:
             rank = None
     # A rank behind a pseudo-terminal (ssh -tt: lines end in "\r\n") reaches horovodrun as

@@ -93,12 +93,14 @@ class ReportConsumed(keras.callbacks.Callback):
     numbers come from the batches the model actually pulled.
     """
 
-    def __init__(self, recorder: ConsumedIds, rank: int, *, json_lines: bool = False) -> None:
+    def __init__(self, recorder: ConsumedIds, rank: int, *, json_lines: bool = False, run: str | None = None) -> None:
         super().__init__()
-        self.recorder, self.rank, self.json_lines = recorder, rank, json_lines
+        self.recorder, self.rank, self.json_lines, self.run = recorder, rank, json_lines, run
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         fields: dict[str, Any] = self.recorder.event(epoch, self.rank)
+        if self.run is not None:  # one process training two runs (mirrored_fmnist.py --ceiling) names each
+            fields["run"] = self.run
         emit("consumed", self.json_lines, **fields)
 
 

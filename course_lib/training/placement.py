@@ -42,7 +42,7 @@ GRANT_ENV = "COURSE_GRANT"
 #: Which share a process of ``run_workers`` takes (Horovod ranks use their rank variables instead).
 WORKER_INDEX_ENV = "COURSE_WORKER_INDEX"
 # PMIX_RANK / SLURM_PROCID: a task that `srun --mpi=pmix` started (cluster/slurm_horovod.sbatch) is a launched rank.
-_RANK_VARS = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
+_RANK_VARS = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID", "LOCAL_RANK")
 _claims: list[int] = []  # lock fds this process holds for its whole life (claimed cores or GPU)
 
 
@@ -123,7 +123,7 @@ def rank_index(env: Mapping[str, str], hosts: Sequence[tuple[str, int]] = ()) ->
     Horovod's Gloo launcher (and elastic) sets ``HOROVOD_HOSTNAME`` and ``HOROVOD_LOCAL_RANK``: the
     slot is the host's offset in ``hosts`` plus the local rank (stable when elastic re-ranks). Else
     the world rank (``HOROVOD_RANK``, Open MPI's ``OMPI_COMM_WORLD_RANK``, ``PMI_RANK``, ``PMIX_RANK``,
-    Slurm's ``SLURM_PROCID``), else
+    Slurm's ``SLURM_PROCID``, torchrun's ``LOCAL_RANK``: notebook 07), else
     :data:`WORKER_INDEX_ENV`, else 0.
     """
     name, local = env.get("HOROVOD_HOSTNAME"), env.get("HOROVOD_LOCAL_RANK")

@@ -12,6 +12,8 @@ SOLUTIONS = {
     "02.replicas_steps": 469,    # global batch 64 x 2 = 128; 60 000 / 128 = 468.75 -> 469 steps
     # 03_horovod
     "03.epochs": 469,            # 60 000 / 4 workers = 15 000 each; 15 000 / 32 = 468.75 -> 469 steps
+    # 07_frameworks
+    "07.adam_state": 9.599056,   # 2 moments x 4 bytes x 1 199 882 parameters, on EVERY rank (DDP copies it all)
 }
 
 # Typical wrong answers a learner gives, per exercise (the self-check must reject them).
@@ -19,6 +21,7 @@ WRONG = {
     "00.global_batch": [64, 16],
     "02.replicas_steps": [938, 468],
     "03.epochs": [1_875, 117],
+    "07.adam_state": [2.399764, 4.799528],   # divided by the 4 ranks (that is ZeRO); one moment only
 }
 
 # Coding exercises: the solution is a file; the self-check reads the learner's run, not a stored value.

@@ -1,0 +1,124 @@
+"""Keras 3 on JAX: the course CNN on Fashion-MNIST, data-parallel over N devices of ONE process.
+
+Description: ``keras3_fmnist.py`` (one device) plus the four ``keras.distribution`` changes, numbered
+``Keras 3 (k/4)``; every line that is there because of the distribution says ``# Keras 3``. Like
+MirroredStrategy (notebook 02), one process drives every replica: each step's global batch (per-replica batch
+times N) is cut along the batch axis, one slice per device, and the gradients are averaged across the devices
+inside the compiled step. Same model shape and data order as the course (each epoch one permutation drawn from
+(seed, epoch)). On a CPU the N devices are simulated: ``XLA_FLAGS=--xla_force_host_platform_device_count=N``
+(set below from ``--devices`` before JAX loads) splits the one CPU into N XLA devices. Needs keras 3, jax and
+NumPy, the course's ``course_lib.training`` (NumPy only) and the Fashion-MNIST files; no TensorFlow.
+
+How to run::
+
+    python source_code/jax_fmnist.py --devices 2 --epochs 2 --train-subset 6000
+
+``--json`` prints the course's JSON lines (config, epoch, consumed, result, and one digest per device).
+"""
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+from course_lib.training.consumption import summarize_ids  # Course: the ids the one reader handed out
+from course_lib.training.idx_arrays import load_idx_arrays
+from course_lib.training.pipeline import epoch_indices
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--devices", type=int, default=2, help="replicas (simulated CPU devices)")  # Keras 3
+    parser.add_argument("--epochs", type=int, default=3, help="passes over the training set")
+    parser.add_argument("--batch-size", type=int, default=64, help="images per step PER REPLICA")
+    parser.add_argument("--lr", type=float, default=1e-3, help="Adam's learning rate per replica")
+    parser.add_argument("--train-subset", type=int, default=60000, help="first N training images")
+    parser.add_argument("--test-subset", type=int, default=10000, help="first N test images")
+    parser.add_argument("--seed", type=int, default=42, help="seed of weights and data order")
+    parser.add_argument("--json", action="store_true", help="print the course's JSON lines")
+    args = parser.parse_args()
+    for name in ("devices", "epochs", "batch_size", "train_subset", "test_subset"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    if args.train_subset % args.devices:  # Keras 3: every batch, the last one too, is cut into equal slices
+        parser.error(f"--train-subset {args.train_subset} must be a multiple of --devices {args.devices}")
+    return args
+
+
+def digests(model):
+    """sha256 of every weight's bytes, in order: one per device that holds a copy."""
+    per_device = {}
+    for variable in model.weights:
+        for shard in variable.value.addressable_shards:
+            per_device.setdefault(shard.device.id, []).append(np.asarray(shard.data).tobytes())
+    return {device: hashlib.sha256(b"".join(parts)).hexdigest() for device, parts in sorted(per_device.items())}
+
+
+def main():
+    args = parse_args()
+    if "jax" in sys.modules:
+        sys.exit("jax_fmnist.py must set XLA_FLAGS before JAX loads; run it as a script")
+    os.environ["KERAS_BACKEND"] = "jax"
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")  # Keras 3 (1/4): N devices (simulated on a CPU)
+                               + f" --xla_force_host_platform_device_count={args.devices}")
+    import keras
+
+    emit = (lambda **e: print(json.dumps(e), flush=True)) if args.json else (lambda **e: None)
+    keras.utils.set_random_seed(args.seed)
+    devices = keras.distribution.list_devices()[:args.devices]  # Keras 3: the devices to replicate over
+    if len(devices) < args.devices:
+        sys.exit(f"--devices {args.devices}: JAX sees only {len(devices)} ({devices})")
+    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices))  # Keras 3 (2/4)
+    x_train, y_train, x_test, y_test = load_idx_arrays(args.train_subset, args.test_subset)
+    n, replicas = len(x_train), len(devices)
+
+    model = keras.Sequential([  # the course CNN (course_lib.training.models.build_model's layers), in Keras 3
+        keras.Input(shape=(28, 28, 1)),
+        keras.layers.Conv2D(32, 3, activation="relu"),
+        keras.layers.Conv2D(64, 3, activation="relu"),
+        keras.layers.MaxPooling2D(2),
+        keras.layers.Dropout(0.25),
+        keras.layers.Flatten(),
+        keras.layers.Dense(128, activation="relu"),
+        keras.layers.Dropout(0.5),
+        keras.layers.Dense(10),
+    ])
+    lr = args.lr * math.sqrt(replicas)  # Keras 3 (3/4): scale Adam's rate by the square root of the replicas
+    model.compile(optimizer=keras.optimizers.Adam(lr), metrics=["accuracy"],
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    batch = args.batch_size * replicas  # Keras 3 (4/4): each step's global batch, cut into one slice per device
+    steps = math.ceil(n / batch)
+    print(f"{replicas} replica(s) on {[str(d) for d in devices]}, {n} images, per-replica batch {args.batch_size}, "
+          f"global batch {batch}, {steps} steps per epoch, lr {lr:g}, epochs 1..{args.epochs}", flush=True)
+    emit(event="config", script="jax_fmnist.py", strategy="keras3-jax", workers=replicas, readers=1, train_size=n,
+         per_worker_batch=args.batch_size, global_batch=batch, steps_per_epoch=steps, epochs=args.epochs,
+         first_epoch=1, lr=lr)
+
+    images = x_train[..., None].astype("float32") / 255.0
+    for epoch in range(args.epochs):
+        rows = epoch_indices(n, seed=args.seed, epoch=epoch)  # the course's order; one reader for all replicas
+        start = time.perf_counter()
+        history = model.fit(images[rows], y_train[rows], batch_size=batch, epochs=1, shuffle=False, verbose=0)
+        seconds = time.perf_counter() - start
+        emit(event="consumed", rank=0, epoch=epoch + 1, padding=0, **summarize_ids(rows))
+        loss = history.history["loss"][-1]
+        print(f"epoch {epoch + 1}: loss {loss:.4f}, {n / seconds:.0f} images/s", flush=True)
+        emit(event="epoch", epoch=epoch + 1, loss=loss, seconds=seconds, warmup=epoch == 0,
+             images_per_sec=n / seconds)
+
+    loss, accuracy = model.evaluate(x_test[..., None].astype("float32") / 255.0, y_test, batch_size=256 * replicas,
+                                    verbose=0)
+    print(f"test accuracy {accuracy:.4f}", flush=True)
+    emit(event="result", workers=replicas, test_accuracy=accuracy, test_loss=loss)
+    for device, digest in digests(model).items():  # Course: one copy of the weights per device
+        emit(event="digest", rank=device, digest=digest)
+
+
+if __name__ == "__main__":
+    main()

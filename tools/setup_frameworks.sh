@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Notebook 07's second virtual environment: PyTorch, JAX and Keras 3 beside the course's .venv, never in it.
+#
+#   bash tools/setup_frameworks.sh VARIANT      (tools/setup.sh calls it; VARIANT is the TensorFlow build, cpu|gpu)
+#
+# Why a second venv, and what it costs (measured): docs/decisions/frameworks-venv.md. In short: TensorFlow 2.18
+# caps NumPy below 2.1 and PyPI's Linux torch wheel is a CUDA build of several GB; a venv of its own takes the CPU
+# build where one is offered (Python 3.11 preferred) and leaves the course's stack untouched. The notebook's kernel
+# stays in .venv; notebook 07 starts its PyTorch and JAX scripts as processes of this venv's python.
+#
+# Where: $COURSE_FRAMEWORKS_VENV, else the course venv's path with -07 added (.venv-07). What: torch, jax, jaxlib
+# and keras pinned by requirements/frameworks.txt, and course_lib from this folder on the path (a .pth file; its
+# training layer's NumPy-only modules are what the scripts import). VARIANT gpu takes torch's CUDA build (the
+# CPU build excluded by name); cpu takes whatever torch==X the indexes offer, the CPU build first where one is
+# offered (COURSE_TORCH_INDEX_URL adds an index, e.g. PyTorch's own CPU index on a machine that reaches it).
+# Idempotent: a stamp records what was installed; a second run returns at once. COURSE_NO_FRAMEWORKS=1 skips
+# the whole step (notebook 07 then says how to set it up).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VARIANT=${1:-cpu}
+MAIN_VENV=${COURSE_VENV:-$ROOT/.venv}
+FW_VENV=${COURSE_FRAMEWORKS_VENV:-${MAIN_VENV%/}-07}
+FW_CONSTRAINTS=$ROOT/requirements/frameworks.txt
+
+say() { printf '[setup] %s\n' "$*"; }
+die() { printf '[setup] ERROR: %s\n' "$*" >&2; exit 1; }
+pin() {  # pin NAME -> version from requirements/frameworks.txt
+    local v
+    v=$(grep -i -E "^$1==" "$FW_CONSTRAINTS" | head -n1 | cut -d= -f3)
+    [ -n "$v" ] || die "no pin for $1 in $FW_CONSTRAINTS"
+    printf '%s' "$v"
+}
+
+if [ "${COURSE_NO_FRAMEWORKS:-0}" = 1 ]; then
+    say "COURSE_NO_FRAMEWORKS=1: notebook 07's PyTorch/JAX venv is not set up"
+    exit 0
+fi
+case "$VARIANT" in cpu|gpu) ;; *) die "variant $VARIANT: use cpu or gpu" ;; esac
+[ -f "$FW_CONSTRAINTS" ] || die "$FW_CONSTRAINTS is missing"
+stamp_id=$( { cat "$FW_CONSTRAINTS" "${BASH_SOURCE[0]}"; echo "$VARIANT ${COURSE_TORCH_INDEX_URL:-}"; } \
+    | sha256sum | cut -c1-16)
+STAMP=$FW_VENV/.course-frameworks-$stamp_id
+if [ -f "$STAMP" ] && [ -x "$FW_VENV/bin/python" ] && [ "${COURSE_FORCE_SETUP:-0}" != 1 ]; then
+    exit 0
+fi
+START=$(date +%s)
+
+if [ ! -x "$FW_VENV/bin/python" ]; then
+    # Python 3.11 first: a CPU build of torch for it may lie on this machine's disk (and PyTorch's CPU index has
+    # one for every version); then 3.12, then whatever the course's venv was made from.
+    cands=(python3.11)
+    if command -v pyenv >/dev/null && proot=$(pyenv root 2>/dev/null) && [ -n "$proot" ]; then
+        for f in "$proot"/versions/3.11*/bin/python3.11; do [ -x "$f" ] && cands+=("$f"); done
+    fi
+    cands+=(python3.12 "$("$MAIN_VENV/bin/python" -c 'import sys; print(sys._base_executable)' 2>/dev/null || true)")
+    py=
+    for cand in "${cands[@]}"; do
+        [ -n "$cand" ] || continue
+        if command -v "$cand" >/dev/null \
+                && "$cand" -c 'import sys, ensurepip, venv; sys.exit(sys.version_info[:2] not in ((3, 11), (3, 12)))' \
+                2>/dev/null; then
+            py=$cand; break
+        fi
+    done
+    [ -n "$py" ] || die "no Python 3.11 or 3.12 with venv for notebook 07's venv (Debian: sudo apt-get install python3.11-venv)"
+    say "creating $FW_VENV (PyTorch, JAX, Keras 3 for notebook 07) with $py"
+    "$py" -m venv "$FW_VENV" || die "could not create $FW_VENV"
+fi
+PIP=("$FW_VENV/bin/python" -m pip --disable-pip-version-check)
+TORCH="torch==$(pin torch)"
+# gpu: the CUDA build; the CPU build of the same version (a local version label, +cpu) is excluded by name.
+[ "$VARIANT" = gpu ] && TORCH="$TORCH,!=$(pin torch)+cpu"
+INDEX=()
+[ -n "${COURSE_TORCH_INDEX_URL:-}" ] && INDEX=(--extra-index-url "$COURSE_TORCH_INDEX_URL")
+say "installing notebook 07's frameworks into $FW_VENV: $TORCH ($VARIANT), jax $(pin jax), keras $(pin keras)"
+"${PIP[@]}" install -q "pip==$(pin pip)"
+# pip, not uv: pip honours this machine's pip configuration (find-links folders with a CPU build, its caps).
+"${PIP[@]}" install -q "${INDEX[@]}" -c "$FW_CONSTRAINTS" "$TORCH" "jax==$(pin jax)" "jaxlib==$(pin jaxlib)" \
+    "keras==$(pin keras)"
+# course_lib from this folder, without its dependencies (TensorFlow and friends are .venv's): a path file.
+site=$("$FW_VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+printf '%s\n' "$ROOT" > "$site/course_lib_path.pth"
+"$FW_VENV/bin/python" - "$(pin torch)" <<'EOF' || die "notebook 07's venv does not import its frameworks (above)"
+import os, sys
+os.environ["KERAS_BACKEND"] = "jax"
+import jax, keras, torch, torch.distributed as dist
+import course_lib.training.idx_arrays  # the course's NumPy-only data loader
+want = sys.argv[1]
+assert torch.__version__.split("+")[0] == want, f"torch {torch.__version__}, pinned {want}"
+assert dist.is_gloo_available(), "this torch build has no Gloo"
+print(f"[setup] notebook 07's venv: torch {torch.__version__}, jax {jax.__version__}, keras {keras.__version__}")
+EOF
+rm -f "$FW_VENV"/.course-frameworks-*
+date -u +%FT%TZ > "$STAMP"
+say "notebook 07's venv done in $(( $(date +%s) - START )) s ($(du -sh "$FW_VENV" | cut -f1))"
