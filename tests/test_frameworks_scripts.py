@@ -120,6 +120,14 @@ def test_the_concept_map_verdicts_flip():
     assert lost[0].endswith("False") and "less than a DDP rank: False" in lost[1]
 
 
+def test_the_ceiling_line_flips_three_ways():
+    assert frameworks.ceiling_line("JAX", 1.60, 0.34).endswith("left a core idle, so it is no ceiling here")
+    below = frameworks.ceiling_line("DDP", 0.84, 0.10)
+    assert below.endswith("below its ceiling: distributing costs ≈16% of the images/s here")
+    assert frameworks.ceiling_line("Horovod", 1.06, 0.31).endswith("cannot tell it from its ceiling (the interval holds 1)")
+    assert frameworks.ceiling_line("DDP", 0.84, 0.10).startswith("measured: DDP at ≈0.84 ± 0.10 of its ceiling: ")
+
+
 def test_the_summary_is_printed_from_the_table():
     rows = [{"way": "A", "replicas": 2, "identical weights": True, "every image once": True, "of ceiling": 1.0,
              "ci95": 0.1, "pairs": 2},

@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from course_lib.lessons.coverage import check_coverage
 from course_lib.lessons.paired_runs import Paired, paired_ratio
+from course_lib.training.stats import ci_verdict
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
 
-__all__ = ["replica_digests", "identical_weights", "framework_row", "rows_table", "allreduce_calls", "bucket_verdict",
-           "no_sync_verdict", "state_bytes", "zero_verdict", "summary"]
+__all__ = ["replica_digests", "identical_weights", "framework_row", "rows_table", "ceiling_line", "allreduce_calls",
+           "bucket_verdict", "no_sync_verdict", "state_bytes", "zero_verdict", "summary"]
 
 
 def replica_digests(model: Any, strategy: Any) -> dict[int, str]:
@@ -75,6 +76,19 @@ def rows_table(rows: Sequence[Mapping[str, Any]]) -> "pandas.DataFrame":
     import pandas as pd
 
     return pd.DataFrame(list(rows)).set_index("way")
+
+
+def ceiling_line(way: str, ratio: float, ci95: float) -> str:
+    """The ``measured:`` line of one row's share of its ceiling, as its 95 % interval decides it.
+
+    A ceiling that uses every core makes 1 the most a way can reach; an interval wholly above 1 says that the
+    one-process run was no ceiling (it left a core idle), wholly below 1 that distributing costs here.
+    """
+    verdict = ci_verdict(ratio, ci95, 1.0)
+    said = {True: "above its one-process run: that run left a core idle, so it is no ceiling here",
+            False: f"below its ceiling: distributing costs ≈{1 - ratio:.0%} of the images/s here",
+            None: "cannot tell it from its ceiling (the interval holds 1)"}[verdict]
+    return f"measured: {way} at ≈{ratio:.2f} ± {ci95:.2f} of its ceiling: {said}"
 
 
 def allreduce_calls(run: Any) -> list[int]:
