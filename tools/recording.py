@@ -31,8 +31,10 @@ from course_lib.environment.machine import STAMP_PREFIX, parse_stamp, stamp  # n
 SAME_MACHINE = ("cpu_model", "cores", "gpus", "python", "tensorflow", "horovod")
 #: The launcher's queue message (course_lib.runner.slots.acquire), as tests/notebooks/sanitize.cfg finds it.
 QUEUE_LINE = re.compile(r"(?m)^waiting for \d+ of \d+ slots?:[^\n]*")
-#: The slowest notebook's speed probe may be at most this many times the fastest's (one quiet machine: a few %).
-SPEED_SPREAD = 1.5
+#: The slowest notebook's speed probe may be at most this many times the fastest's. Measured on one 2-core VM with
+#: nothing else running (other processes 0.00-0.02 cores through both recordings of 2026-11-28, 09:31Z and 09:51Z):
+#: 0.174-0.269 s within one recording, 1.55x; VMs of this kind differ up to 3.7x (0.09-0.33 s).
+SPEED_SPREAD = 2.0
 
 
 class Refused(Exception):
