@@ -128,6 +128,18 @@ def test_the_ceiling_line_flips_three_ways():
     assert frameworks.ceiling_line("DDP", 0.84, 0.10).startswith("measured: DDP at ≈0.84 ± 0.10 of its ceiling: ")
 
 
+def test_the_rows_figure_shows_each_way_with_its_interval():
+    rows = frameworks.rows_table([
+        {"way": "A", "replicas": 2, "identical weights": True, "every image once": True, "of ceiling": 0.9,
+         "ci95": 0.1, "pairs": 4},
+        {"way": "B", "replicas": 2, "identical weights": True, "every image once": True, "of ceiling": 1.5,
+         "ci95": 0.2, "pairs": 4}])
+    ax = frameworks.plot_rows(rows).get_axes()[0]
+    assert [p.get_width() for p in ax.patches] == pytest.approx([1.5, 0.9])   # the first way on top
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["B", "A"]
+    assert ax.get_xlim()[1] >= 1.7
+
+
 def test_the_summary_is_printed_from_the_table():
     rows = [{"way": "A", "replicas": 2, "identical weights": True, "every image once": True, "of ceiling": 1.0,
              "ci95": 0.1, "pairs": 2},

@@ -57,6 +57,7 @@ MUST_DIFFER = [
     ("[  ok] TensorFlow build: tensorflow-cpu 2.18.1", "[warn] TensorFlow build: tensorflow-cpu 2.18.1"),
     ("[  ok] TensorFlow: 2.15.1", "[  ok] TensorFlow: 2.16.1"),               # pinned versions
     ("every training image exactly once: True", "every training image exactly once: False"),
+    ("- Measured here, 2 replicas were slower", "- Measured here, 2 replicas were faster"),   # no marker: compared
     ("['/job:localhost/replica:0/task:0/device:CPU:0']", "['/job:localhost/replica:0/task:0/device:CPU:1']"),
     ("efficiency ≥ half of the best this machine allows: True", "efficiency ≥ half of the best this machine allows: cannot tell"),
     ("naive 8x loses accuracy beyond its CI: True", "naive 8x loses accuracy beyond its CI: False"),
@@ -104,6 +105,10 @@ MUST_MATCH = [
      "VBox(children=(HBox(children=(IntSlider(value=2, description='workers', max=2, min=1,"),
     ("MirroredStrategy over 1 replica(s): ['/job:localhost/replica:0/task:0/device:CPU:0']",
      "MirroredStrategy over 1 replica(s): ['/job:localhost/replica:0/task:0/device:GPU:0']"),
+    ("*Measured here:* **This run cannot tell 2 simulated replicas from one device**",
+     "*Measured here:* **2 simulated replicas processed fewer images per second than one device**"),
+    ("- *Measured here:* 2 simulated replicas were not told apart from one device",
+     "- *Measured here:* 2 simulated replicas were slower than one device"),
 ]
 
 

@@ -21,9 +21,10 @@ from course_lib.training.stats import ci_verdict
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
+    from matplotlib.figure import Figure
 
-__all__ = ["replica_digests", "identical_weights", "framework_row", "rows_table", "ceiling_line", "allreduce_calls",
-           "bucket_verdict", "no_sync_verdict", "state_bytes", "zero_verdict", "summary"]
+__all__ = ["replica_digests", "identical_weights", "framework_row", "rows_table", "ceiling_line", "plot_rows",
+           "allreduce_calls", "bucket_verdict", "no_sync_verdict", "state_bytes", "zero_verdict", "summary"]
 
 
 def replica_digests(model: Any, strategy: Any) -> dict[int, str]:
@@ -89,6 +90,31 @@ def ceiling_line(way: str, ratio: float, ci95: float) -> str:
             False: f"below its ceiling: distributing costs ≈{1 - ratio:.0%} of the images/s here",
             None: "cannot tell it from its ceiling (the interval holds 1)"}[verdict]
     return f"measured: {way} at ≈{ratio:.2f} ± {ci95:.2f} of its ceiling: {said}"
+
+
+def plot_rows(rows: "pandas.DataFrame", *, title: str = "each way's images/s over its own one-process run") -> "Figure":
+    """Each way's share of its ceiling as a bar with its 95 % interval, and the line at 1 (the ceiling).
+
+    Args:
+        rows: :func:`rows_table`'s table.
+        title: The figure's title.
+
+    Returns:
+        The figure (show it with ``display.show_figure``).
+    """
+    import matplotlib.pyplot as plt  # late: matplotlib is heavy and only figures need it
+
+    fig, ax = plt.subplots(figsize=(7.5, 2.8))
+    ways = list(rows.index)[::-1]   # the first way on top
+    ratios = [float(rows.loc[w, "of ceiling"]) for w in ways]
+    spreads = [float(rows.loc[w, "ci95"]) for w in ways]
+    ax.barh(ways, ratios, xerr=spreads, color="tab:blue", alpha=0.7, capsize=4)
+    ax.axvline(1.0, color="black", linestyle="--", linewidth=1)
+    ax.set(xlabel="images/s over the one-process run (95 % interval of the paired epochs)", title=title)
+    ax.set_xlim(0, max(1.2, max(r + s for r, s in zip(ratios, spreads)) * 1.05))
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
 
 
 def allreduce_calls(run: Any) -> list[int]:

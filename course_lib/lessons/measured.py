@@ -18,10 +18,13 @@ from course_lib.training.stats import CANNOT_TELL, ci_verdict
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
 
-__all__ = ["MEASURED_SIGN", "approx", "measured_view", "at_least"]
+__all__ = ["MEASURED_SIGN", "MEASURED_HERE", "approx", "measured_view", "at_least"]
 
 #: The sign in front of a measured number without a unit; tests/notebooks/sanitize.cfg masks what follows it.
 MEASURED_SIGN = "≈"
+#: The start of a Markdown sentence whose words a timing verdict chose (a reading, a summary's bullet): the
+#: verdict varies with the machine's noise, so tests/notebooks/sanitize.cfg masks the rest of that line.
+MEASURED_HERE = "*Measured here:*"
 
 
 def approx(value: float, digits: int = 2) -> str:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from course_lib.lessons.experiments import round_order
-from course_lib.lessons.measured import approx, at_least
+from course_lib.lessons.measured import MEASURED_HERE, approx, at_least
 from course_lib.lessons.paired_runs import paired_ratio
 from course_lib.lessons.scaling import RunRecord, scaling_table, to_record
 from course_lib.training.stats import mean_ci95
@@ -197,12 +197,12 @@ def reading(weak: "pandas.DataFrame", strong: "pandas.DataFrame") -> str:
                  f"({_measured(weak)}).",
         "cannot tell": f"Against one replica at batch {per} (weak scaling) this run cannot tell ({_measured(weak)}).",
     }[speedup_verdict(weak)]
-    return f"{first} {second}"
+    return f"{MEASURED_HERE} {first} {second}"
 
 
 def summary(strong: "pandas.DataFrame") -> str:
     """The summary's bullet about the strong-scaling pair (Markdown), as its verdict decided."""
     said = {"True": "faster than", "False": "slower than", "cannot tell": "not told apart from"}[speedup_verdict(strong)]
-    return (f"- Measured here, {int(_row(strong)['devices'])} simulated replicas were {said} one device with the same "
+    return (f"- {MEASURED_HERE} {int(_row(strong)['devices'])} simulated replicas were {said} one device with the same "
             f"global batch ({_measured(strong)}). Simulated devices share this machine's cores, so this is the cost "
             "or gain of splitting a step, not what GPUs, each with its own compute, would show.")
