@@ -11,28 +11,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import nbformat
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tool_modules import load_tool  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _tool(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"course_tools_{name}", ROOT / "tools" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    if spec.name not in sys.modules:
-        sys.modules[spec.name] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules[spec.name])
-    return sys.modules[spec.name]
-
-
-reading_time = _tool("reading_time")
+reading_time = load_tool("reading_time")
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 DAY = [path for path in NOTEBOOKS if path.name[:2] in {f"{n:02d}" for n in range(7)}]
 

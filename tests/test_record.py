@@ -19,7 +19,6 @@ The fast unit tests check the pieces on planted cases: the limits, /proc/locks, 
 from __future__ import annotations
 
 import fcntl
-import importlib.util
 import json
 import os
 import re
@@ -27,7 +26,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import ModuleType
 
 import nbformat
 import psutil
@@ -35,20 +33,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from record_course import STAMP_CELL, env, make_course, outputs, record  # noqa: E402
+from tool_modules import load_tool  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _tool(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"course_tools_{name}", ROOT / "tools" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    if spec.name not in sys.modules:
-        sys.modules[spec.name] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules[spec.name])
-    return sys.modules[spec.name]
-
-
-record_watch = _tool("record_watch")
+record_watch = load_tool("record_watch")
 
 BURN = "t = time.process_time()\nwhile time.process_time() - t < {s}: pass"
 # The kernel burns 1 CPU-s, a child 1 CPU-s, and a grandchild whose parent exits at once (an orphan) 3 CPU-s,

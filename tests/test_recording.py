@@ -13,35 +13,25 @@ disagreement is found; the stamp's parsing and completion are tested on planted 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import nbformat
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from record_course import STAMP_CELL, env, make_course, record  # noqa: E402
+from tool_modules import load_tool  # noqa: E402
 
 from course_lib.environment.machine import complete_stamp, parse_stamp, stamp  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _tool(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"course_tools_{name}", ROOT / "tools" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    if spec.name not in sys.modules:
-        sys.modules[spec.name] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules[spec.name])
-    return sys.modules[spec.name]
-
-
-recording = _tool("recording")
+recording = load_tool("recording")
 
 INFO = {"cpu_model": "AMD EPYC 7B13, rev 2", "cores": 2, "gpus": [], "python": "3.12.1", "tensorflow": "2.18.1",
         "horovod": "0.28.1", "load_average": [0.3, 0.2, 0.1]}
@@ -49,7 +39,7 @@ INFO = {"cpu_model": "AMD EPYC 7B13, rev 2", "cores": 2, "gpus": [], "python": "
 
 def test_every_committed_notebook_carries_the_stamp_of_one_recording() -> None:
     found = recording.disagreements(ROOT)
-    limits = _tool("record_watch").Limits().describe()
+    limits = load_tool("record_watch").Limits().describe()
     entries = json.loads((ROOT / "docs" / "run_times.json").read_text())["notebooks"]
     found += [f"{name}: recorded under other limits ({entry.get('limits')!r})" for name, entry in entries.items()
               if entry.get("limits") != limits]

@@ -7,27 +7,19 @@ variable planted in a scratch tree.
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tool_modules import load_tool  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _tool() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("course_tools_course_variables", ROOT / "tools" / "course_variables.py")
-    assert spec is not None and spec.loader is not None
-    if spec.name not in sys.modules:
-        sys.modules[spec.name] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules[spec.name])
-    return sys.modules[spec.name]
-
-
-course_variables = _tool()
+course_variables = load_tool("course_variables")
 
 
 def test_the_table_lists_every_variable_and_only_those() -> None:
