@@ -216,7 +216,7 @@ class AlphaGrowth:
     def sentence(self) -> str:
         """The ``measured:`` line that states both alphas and what their difference says, as its verdict decided."""
         g = self.growth
-        crowded = f" ({3} ranks on {self.cores} cores take turns)" if self.cores and self.cores < 3 else ""
+        crowded = f" (3 ranks on {self.cores} cores take turns)" if self.cores and self.cores < 3 else ""
         said = {True: f"more than the wire adds: the rest is waiting{crowded}",
                 False: "less than even the wire's extra hops",
                 None: "cannot tell it from the wire's extra hops"}[self.beyond_hops()]
