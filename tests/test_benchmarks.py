@@ -348,11 +348,12 @@ def test_section4_cpu_time_overhead_resolves_what_wall_time_cannot():
 def test_gap_variants_and_rows():
     settings = run.make_settings(True, None)
     gap = {v.name: v for v in run.gap_variants(settings, cores=2)}
-    assert list(gap)[0] == "ceiling" and "--pin-core" in gap["h_pin"].args
-    assert gap["h_mpi_bind"].controller == "mpi"
-    # horovodrun puts -bind-to none unless --binding-args replaces it (horovod/runner/mpi_run.py)
-    assert gap["h_mpi_bind"].horovodrun_args == ["--binding-args=-bind-to core -map-by core"]
-    assert "--fp16-allreduce" in gap["h_fp16"].args and gap["h_inter2"].args[-2:] == ["--inter-op", "2"]
+    assert list(gap)[0] == "ceiling"
+    horovod = [v for v in gap.values() if v.launcher == "horovod"]
+    assert all("--pin-core" in v.args and v.args.count("--threads") == 1 for v in horovod)  # 1 core, 1 thread each
+    assert {(v.controller, v.env["HOROVOD_CYCLE_TIME"]) for v in horovod} == {
+        ("gloo", "5"), ("gloo", "1"), ("mpi", "5"), ("mpi", "1")}
+    assert gap["h_course"].env == run.COURSE_HOROVOD_ENV and gap["h_course"].controller == "gloo"
     assert all(v.env.get("HOROVOD_CYCLE_TIME") for v in gap.values() if v.launcher == "horovod")
     assert run.parse_args(["--only", "1h"]).sections == ["1h"]
     labels = {"ceiling": "ceiling", "h_pin": "pinned"}

@@ -39,10 +39,18 @@ def test_the_pins_name_torch_without_a_build_label_and_the_frameworks_the_notebo
     assert not {"tensorflow", "tensorflow-cpu", "horovod"} & set(found)  # the course's stack stays in .venv
 
 
-def test_the_course_set_up_calls_it_before_its_own_stamp_check():
+def test_the_course_set_up_calls_it_on_both_paths_and_after_uv():
+    """A second `make setup` (the course venv's stamp present) still checks .venv-07; a first one builds it after
+    step 3, where uv has been installed for it (tools/setup_frameworks.sh uses the course venv's uv)."""
     setup = (ROOT / "tools" / "setup.sh").read_text()
-    call = setup.index('bash "$ROOT/tools/setup_frameworks.sh" "$variant"')
-    assert call < setup.index('if [ -f "$STAMP" ]')  # a second `make setup` still checks .venv-07
+    define = setup.index('frameworks() { COURSE_VENV=$VENV bash "$ROOT/tools/setup_frameworks.sh" "$variant"; }')
+    fast = setup.index('if [ -f "$STAMP" ]', define)
+    fast_end = setup.index("exit 0", fast)
+    assert "\n    frameworks\n" in setup[fast:fast_end]
+    uv = setup.index('"${PIP[@]}" install -q "uv==$(pin uv)"')
+    step4 = setup.index("# --- 4. Horovod")
+    assert "\nframeworks\n" in setup[uv:step4]
+    assert setup.count("\nframeworks\n") + setup.count("\n    frameworks\n") == 2
 
 
 def run_script(*args: str, **env: str) -> subprocess.CompletedProcess:

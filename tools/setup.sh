@@ -130,10 +130,12 @@ if [ "$PROFILE" = learner ] && [ -f "$VENV/.course-setup-$stamp_id-full" ]; then
     STAMP=$VENV/.course-setup-$stamp_id-full  # a full set-up includes everything the learner needs
 fi
 # Notebook 07's second venv (PyTorch, JAX, Keras 3), beside this one and never in it: its own script and stamp
-# (returns at once when set up; docs/decisions/frameworks-venv.md).
-COURSE_VENV=$VENV bash "$ROOT/tools/setup_frameworks.sh" "$variant"
+# (returns at once when set up; docs/decisions/frameworks-venv.md). Called here when this venv is set up, else
+# after step 3, where uv is installed for it to use.
+frameworks() { COURSE_VENV=$VENV bash "$ROOT/tools/setup_frameworks.sh" "$variant"; }
 if [ -f "$STAMP" ] && [ "${COURSE_FORCE_SETUP:-0}" != 1 ] && [ -x "$VENV/bin/horovodrun" ] \
         && "$VENV/bin/python" -c "import course_lib"; then
+    frameworks
     say "already set up ($variant build, $PROFILE profile, stamp $stamp_id); checked in $(( $(date +%s) - START )) s"
     exit 0
 fi
@@ -194,6 +196,7 @@ fi
 problems=$(course_py -m course_lib.environment.tensorflow_build check) \
     || die "the installed packages are not consistent (pip check, tensorflow-cpu standing for tensorflow):
 $problems"
+frameworks
 
 # --- 4. Horovod, compiled against this TensorFlow ------------------------------------------------------
 # Horovod's TensorFlow extension loads and has Gloo: the doctor's probe (course_lib.environment.doctor,

@@ -74,10 +74,28 @@ TORCH="torch==$(pin torch)"
 INDEX=()
 [ -n "${COURSE_TORCH_INDEX_URL:-}" ] && INDEX=(--extra-index-url "$COURSE_TORCH_INDEX_URL")
 say "installing notebook 07's frameworks into $FW_VENV: $TORCH ($VARIANT), jax $(pin jax), keras $(pin keras)"
-"${PIP[@]}" install -q "pip==$(pin pip)"
-# pip, not uv: pip honours this machine's pip configuration (find-links folders with a CPU build, its caps).
-"${PIP[@]}" install -q "${INDEX[@]}" -c "$FW_CONSTRAINTS" "$TORCH" "jax==$(pin jax)" "jaxlib==$(pin jaxlib)" \
-    "keras==$(pin keras)"
+WANT=("$TORCH" "jax==$(pin jax)" "jaxlib==$(pin jaxlib)" "keras==$(pin keras)" "pip==$(pin pip)")
+# uv where the course venv has it (tools/setup.sh installs it in step 3, before it calls this script): uv is
+# given this machine's pip configuration (find-links folders with a CPU build, extra indexes, caps:
+# tools/uv_install.py) and picks the same torch build as pip (2.13.0+cpu from a find-links folder where one is
+# offered: a local version sorts above the plain one). Parallel downloads and bytecode on every core: 56 s with
+# pip, measured in docs/decisions/frameworks-venv.md. pip when uv is missing, cannot translate a setting (status
+# 3), fails, or COURSE_NO_UV=1.
+installed_with=
+UV=$MAIN_VENV/bin/uv
+if [ "${COURSE_NO_UV:-0}" != 1 ] && [ -x "$UV" ] && [ -f "$ROOT/tools/uv_install.py" ]; then
+    if "$MAIN_VENV/bin/python" "$ROOT/tools/uv_install.py" "$UV" "$FW_VENV/bin/python" --quiet --compile-bytecode \
+            "${INDEX[@]}" -c "$FW_CONSTRAINTS" "${WANT[@]}"; then
+        installed_with=uv
+    else
+        rc=$?
+        [ "$rc" = 3 ] || say "uv could not install notebook 07's frameworks (status $rc, above): installing with pip"
+    fi
+fi
+if [ -z "$installed_with" ]; then
+    "${PIP[@]}" install -q "pip==$(pin pip)"
+    "${PIP[@]}" install -q "${INDEX[@]}" -c "$FW_CONSTRAINTS" "${WANT[@]}"
+fi
 # course_lib from this folder, without its dependencies (TensorFlow and friends are .venv's): a path file.
 site=$("$FW_VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 printf '%s\n' "$ROOT" > "$site/course_lib_path.pth"
