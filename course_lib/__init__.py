@@ -34,11 +34,12 @@ and each layer's imports as ``tests/test_layers.MAY_IMPORT`` enforces them.
     plots), ``paired_runs`` (runs compared in alternating rounds, paired: 03; the one owner of the pairing),
     ``mirrored_rounds`` (02's runs in rounds), ``measured`` (a measured value shown masked, with its verdict),
     ``ablation``, ``recovery``, ``trials`` and ``trial_runner`` (04), ``knobs`` (05),
-    ``selfcheck`` (the one self-check pattern), ``exercises`` (answers), ``coding_checks`` (01-03),
-    ``schedule_check`` (04), ``cost_checks`` (05) and
-    ``launch_checks`` (06) (the self-checks), ``elastic_run`` (an elastic run epoch by epoch, 06),
-    ``coverage`` (every image once), ``display`` (what a cell shows), ``widgets`` (the control panel) and
-    ``script_diff`` (the lines between two scripts), ``frameworks`` (notebook 07's rows and verdicts).
+    the self-checks in ``checks/``: ``checks.core`` (the one self-check pattern), ``checks.answers`` (the
+    keyed answers) and one module per notebook, named by its file: ``checks.data_parallelism`` (01),
+    ``checks.mirrored_strategy`` (02), ``checks.horovod`` (03), ``checks.large_batch`` (04),
+    ``checks.communication`` (05), ``checks.beyond_one_machine`` (06); ``elastic_run`` (an elastic run epoch by
+    epoch, 06), ``coverage`` (every image once), ``display`` (what a cell shows), ``widgets`` (the control panel)
+    and ``script_diff`` (the lines between two scripts), ``frameworks`` (notebook 07's rows and verdicts).
 ``environment/`` (imports training, runner)
     The learner's machine: ``doctor`` (``python -m course_lib doctor``), ``tensorflow_build`` (which TensorFlow
     build the machine takes and has), ``frameworks`` (notebook 07's second venv), ``machine`` (what a

@@ -11,7 +11,7 @@ import pytest
 matplotlib.use("Agg")
 
 from course_lib.lessons import allreduce_model as am  # noqa: E402
-from course_lib.lessons import cost_checks  # noqa: E402
+from course_lib.lessons.checks import communication  # noqa: E402
 from course_lib.lessons.allreduce_model import AlphaBeta  # noqa: E402
 
 SIZES = [4096 * 4 ** k for k in range(8)]  # 4 KiB .. 64 MiB, as the bench measures
@@ -120,20 +120,20 @@ def test_check_prediction(capsys):
     model = AlphaBeta(alpha_s=1e-3, beta_bytes_per_s=1e9, workers=2)
     size = 16 * 2 ** 20
     right = 1e-3 + size / 1e9
-    assert cost_checks.check_prediction(None, fit=model, size_bytes=size, workers=2) is False
+    assert communication.check_prediction(None, fit=model, size_bytes=size, workers=2) is False
     assert "not answered yet" in capsys.readouterr().out
-    assert cost_checks.check_prediction(right * 1.02, fit=model, size_bytes=size, workers=2) is True
+    assert communication.check_prediction(right * 1.02, fit=model, size_bytes=size, workers=2) is True
     assert "correct" in capsys.readouterr().out
-    assert cost_checks.check_prediction(size / 1e9 / 2, fit=model, size_bytes=size, workers=2) is False
+    assert communication.check_prediction(size / 1e9 / 2, fit=model, size_bytes=size, workers=2) is False
     assert "Hint" in capsys.readouterr().out
-    assert cost_checks.check_prediction("soon", fit=model, size_bytes=size, workers=2) is False
-    assert cost_checks.check_prediction(math.nan, fit=model, size_bytes=size, workers=2) is False
+    assert communication.check_prediction("soon", fit=model, size_bytes=size, workers=2) is False
+    assert communication.check_prediction(math.nan, fit=model, size_bytes=size, workers=2) is False
     capsys.readouterr()
-    cost_checks.check_prediction(right, fit=model, size_bytes=size, workers=2, measured_s=right * 2,
+    communication.check_prediction(right, fit=model, size_bytes=size, workers=2, measured_s=right * 2,
                         measured_iqr_s=(right * 1.5, right * 2.5))
     out = capsys.readouterr().out
     assert "-50%" in out and "inside the measured IQR: False" in out
-    cost_checks.check_prediction(right, fit=model, size_bytes=size, workers=2, measured_s=right,
+    communication.check_prediction(right, fit=model, size_bytes=size, workers=2, measured_s=right,
                         measured_iqr_s=(right * 0.9, right * 1.1))
     assert "inside the measured IQR: True" in capsys.readouterr().out
 
@@ -153,9 +153,9 @@ def test_the_cycle_wait_is_paid_once_per_call_and_the_hops_per_hop():
 def test_exercise_2_rejects_the_model_that_multiplies_the_whole_alpha(capsys):
     size = 16 * 2 ** 20
     model = AlphaBeta(alpha_s=6e-3, beta_bytes_per_s=1e9, workers=2, alpha_call_s=5e-3)
-    assert cost_checks.check_prediction(5e-3 + 7e-3 + 1.75 * size / 1e9, fit=model, size_bytes=size, workers=8) is True
-    assert cost_checks.check_prediction(42e-3 + 1.75 * size / 1e9, fit=model, size_bytes=size, workers=8) is False
-    assert cost_checks.check_prediction(6e-3 + 1.75 * size / 1e9, fit=model, size_bytes=size, workers=8) is False
+    assert communication.check_prediction(5e-3 + 7e-3 + 1.75 * size / 1e9, fit=model, size_bytes=size, workers=8) is True
+    assert communication.check_prediction(42e-3 + 1.75 * size / 1e9, fit=model, size_bytes=size, workers=8) is False
+    assert communication.check_prediction(6e-3 + 1.75 * size / 1e9, fit=model, size_bytes=size, workers=8) is False
     assert "once per hop" in capsys.readouterr().out
 
 

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.util
 import json
 import math
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
+import nbformat
 import numpy as np
 import pytest
 
-from course_lib.lessons.exercises import EXERCISES, check
+from course_lib.lessons.checks.answers import EXERCISES, check
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS_FILE = ROOT / "instructor" / "solutions" / "answers.py"
@@ -139,17 +142,17 @@ def test_the_notebook_number_scan_can_fail() -> None:
 
 # --- word answers are stored as salted digests ------------------------------------------------------
 def test_word_answers_compare_salted_digests(capsys: pytest.CaptureFixture[str]) -> None:
-    from course_lib.lessons import exercises
+    from course_lib.lessons.checks import answers as keyed
 
-    digest = exercises.answer_digest("99.words", "Tensor fusion")
+    digest = keyed.answer_digest("99.words", "Tensor fusion")
     assert digest != hashlib.sha256(b"tensor fusion").hexdigest()            # salted
-    assert digest != exercises.answer_digest("98.words", "Tensor fusion")     # per exercise
-    exercise = exercises.Exercise("99.words", "Which?", {"n": 1}, "words", "think", digest=digest)
+    assert digest != keyed.answer_digest("98.words", "Tensor fusion")     # per exercise
+    exercise = keyed.Exercise("99.words", "Which?", {"n": 1}, "words", "think", digest=digest)
     for right in ("tensor fusion", "  TENSOR   fusion. ", "Tensor\u00a0fusion"):
         assert exercise.accepts(right), right
     for wrong in ("tensor", "tensor-fusion", "fusion tensor", None, 7):
         assert not exercise.accepts(wrong), wrong
-    source = (ROOT / "course_lib" / "lessons" / "exercises.py").read_text()
+    source = (ROOT / "course_lib" / "lessons" / "checks" / "answers.py").read_text()
     assert "tensor fusion" not in source.lower()
 
 
@@ -249,7 +252,7 @@ def wrong_attempt_run(tmp_path_factory: pytest.TempPathFactory) -> Any:
 def test_coding_self_check_rejects_a_real_run_with_both_mistakes(wrong_attempt_run: Any,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     """Each mistake shows in a real run, and the check names both."""
-    from course_lib.lessons.exercises import check_horovod_run
+    from course_lib.lessons.checks.horovod import check_horovod_run
 
     result = wrong_attempt_run
     assert result.returncode == 0, "\n".join(result.log[-20:])   # rejected for its mistakes, not for a crash
@@ -269,7 +272,7 @@ def test_coding_self_check_rejects_each_mistake_alone(name: str, wrong_attempt_r
     images whose divided steps are the 2 shown)."""
     import dataclasses
 
-    from course_lib.lessons.exercises import check_horovod_run
+    from course_lib.lessons.checks.horovod import check_horovod_run
 
     run = wrong_attempt_run
     if name == "no_distributed_optimizer":
@@ -293,7 +296,7 @@ def plain_script_run() -> Any:
 def test_coding_self_check_rejects_the_plain_script_unchanged(plain_script_run: Any,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     """The third wrong attempt: the learner launches keras_fmnist.py as it is (every rank says it is rank 0)."""
-    from course_lib.lessons.exercises import check_horovod_run
+    from course_lib.lessons.checks.horovod import check_horovod_run
 
     assert check_horovod_run(plain_script_run, workers=2) is False
     assert "ranks" in capsys.readouterr().out
@@ -316,7 +319,7 @@ def test_plain_script_runs_unchanged_and_learns(plain_script_run: Any) -> None:
 
 
 def test_coding_self_check_without_a_run(capsys: pytest.CaptureFixture[str]) -> None:
-    from course_lib.lessons.exercises import check_horovod_run
+    from course_lib.lessons.checks.horovod import check_horovod_run
 
     assert check_horovod_run(None) is False
     assert "not run yet" in capsys.readouterr().out
@@ -333,7 +336,7 @@ from course_lib.training import devices
 names = devices.simulate_devices(2)
 from course_lib.training.keras2 import keras
 import tensorflow as tf
-from course_lib.lessons.exercises import check_replica_step
+from course_lib.lessons.checks.mirrored_strategy import check_replica_step
 strategy = tf.distribute.MirroredStrategy(names)
 '''
 REPLICA_STEP_SEPARATOR = "=== 02 notebook solutions ==="
@@ -416,7 +419,7 @@ def _wrong_ring(name: str):
 
 
 def test_ring_check_accepts_the_solution(capsys: pytest.CaptureFixture[str]) -> None:
-    from course_lib.lessons.exercises import check_ring_allreduce
+    from course_lib.lessons.checks.data_parallelism import check_ring_allreduce
 
     assert check_ring_allreduce(answers.ring_allreduce) is True
     assert "correct" in capsys.readouterr().out
@@ -424,7 +427,7 @@ def test_ring_check_accepts_the_solution(capsys: pytest.CaptureFixture[str]) -> 
 
 @pytest.mark.parametrize("name", sorted(WRONG_RINGS))
 def test_ring_check_rejects_typical_wrong_rings(name: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from course_lib.lessons.exercises import check_ring_allreduce
+    from course_lib.lessons.checks.data_parallelism import check_ring_allreduce
 
     assert check_ring_allreduce(_wrong_ring(name)) is False
     out = capsys.readouterr().out
@@ -432,7 +435,7 @@ def test_ring_check_rejects_typical_wrong_rings(name: str, capsys: pytest.Captur
 
 
 def test_ring_check_unwritten_and_broken(capsys: pytest.CaptureFixture[str]) -> None:
-    from course_lib.lessons.exercises import check_ring_allreduce
+    from course_lib.lessons.checks.data_parallelism import check_ring_allreduce
 
     def unwritten(arrays):
         raise NotImplementedError
@@ -463,7 +466,7 @@ def test_01_notebook_gives_the_solutions_reduce_scatter() -> None:
     assert "raise NotImplementedError" in skeleton
 
 
-# --- one self-check pattern (issue 33): lessons.selfcheck, used by every notebook -------------------
+# --- one self-check pattern (issue 33): lessons.checks.core, used by every notebook -------------------
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 
@@ -496,7 +499,7 @@ def _first_line(out: str) -> str:
 
 
 def test_every_committed_self_check_output_is_a_verdict_line() -> None:
-    from course_lib.lessons.selfcheck import VERDICT_LINE
+    from course_lib.lessons.checks.core import VERDICT_LINE
 
     seen = 0
     for notebook in NOTEBOOKS:
@@ -509,11 +512,99 @@ def test_every_committed_self_check_output_is_a_verdict_line() -> None:
 
 
 def test_the_verdict_line_pattern_can_fail() -> None:
-    from course_lib.lessons.selfcheck import VERDICT_LINE
+    from course_lib.lessons.checks.core import VERDICT_LINE
 
     assert VERDICT_LINE.match("[05.fit] not yet: wrong. Hint: look.")
     for bad in ("not answered yet", "[05.fit] not yet: wrong.", "correct", "[06.x] False"):
         assert not VERDICT_LINE.match(bad), bad
+
+
+# --- where a checker lives (issue 47): lessons/checks/, one module per notebook, imported from its home ---------
+CHECKS = Path("course_lib") / "lessons" / "checks"
+SHARED_CHECKS = {"__init__", "core", "answers"}   # the pattern and the keyed answers; the rest: one per notebook
+
+
+def _top_level_names(tree: ast.Module) -> set[str]:
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {target.id for target in targets if isinstance(target, ast.Name)}
+    return names
+
+
+def _exported(tree: ast.Module) -> list[str]:
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return list(ast.literal_eval(node.value))
+    return []
+
+
+def checks_layout_problems(root: Path) -> list[str]:
+    """What breaks the rule of docs/extending.md step 3 in ``root``: a checks module named by no notebook, one that
+    hands on another module's names, a notebook that imports a checker from anywhere but its defining module."""
+    problems = []
+    notebooks = {path.stem.split("_", 1)[1]: path for path in (root / "notebooks").glob("[0-9][0-9]_*.ipynb")}
+    defined: dict[str, set[str]] = {}
+    for path in sorted((root / CHECKS).glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        defined[path.stem] = _top_level_names(tree)
+        if path.stem not in SHARED_CHECKS:
+            if path.stem not in notebooks:
+                problems.append(f"checks/{path.name} is named by no notebook (notebooks/NN_{path.stem}.ipynb)")
+            elif f"Introduced in notebooks/{notebooks[path.stem].name}." not in (ast.get_docstring(tree) or ""):
+                problems.append(f"checks/{path.name}: its docstring does not name notebooks/{notebooks[path.stem].name}")
+        handed_on = sorted(set(_exported(tree)) - defined[path.stem])
+        if handed_on:
+            problems.append(f"checks/{path.name} re-exports {handed_on}: import them from their home")
+    for path in sorted(notebooks.values()):
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type != "code":
+                continue
+            try:
+                tree = ast.parse("\n".join(line for line in cell.source.splitlines() if not line.startswith(("%", "!"))))
+            except SyntaxError:
+                continue
+            for node in ast.walk(tree):
+                if not (isinstance(node, ast.ImportFrom) and (node.module or "").startswith("course_lib.lessons")):
+                    continue
+                module = node.module.removeprefix("course_lib.lessons.checks.")
+                for alias in node.names:
+                    if not alias.name.startswith("check"):
+                        continue
+                    if module == node.module:
+                        problems.append(f"{path.name} imports {alias.name} from {node.module}, not from checks/")
+                    elif alias.name not in defined.get(module, set()):
+                        problems.append(f"{path.name} imports {alias.name} from checks.{module}, which does not "
+                                        "define it")
+    return problems
+
+
+def test_every_checker_has_one_home_named_by_its_notebook() -> None:
+    assert checks_layout_problems(ROOT) == []
+
+
+def test_the_checks_layout_rule_bites(tmp_path: Path) -> None:
+    shutil.copytree(ROOT / CHECKS, tmp_path / CHECKS)
+    (tmp_path / "notebooks").mkdir()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "from course_lib.lessons.checks.large_batch import check_lr_schedule\n"
+        "from course_lib.lessons.checks.answers import check, check_ring_allreduce\n"
+        "from course_lib.lessons.trials import check_trial")])
+    nbformat.write(nb, tmp_path / "notebooks" / "04_large_batch.ipynb")
+    (tmp_path / CHECKS / "misc.py").write_text('"""Checks of no notebook."""\n')
+    (tmp_path / CHECKS / "horovod.py").unlink()
+    answers = tmp_path / CHECKS / "answers.py"
+    answers.write_text(answers.read_text().replace('__all__ = ["Exercise"', '__all__ = ["check_lr_schedule", "Exercise"'))
+    problems = checks_layout_problems(tmp_path)
+    assert any("checks/misc.py is named by no notebook" in p for p in problems), problems
+    assert any("checks/data_parallelism.py is named by no notebook" in p for p in problems), problems
+    assert any("answers.py re-exports ['check_lr_schedule']" in p for p in problems), problems
+    assert any("imports check_ring_allreduce from checks.answers, which does not define it" in p for p in problems)
+    assert any("imports check_trial from course_lib.lessons.trials, not from checks/" in p for p in problems)
+    assert not any("check_lr_schedule from" in p for p in problems), problems
 
 
 def _solution_source(notebook: str, marker: str) -> str:
@@ -533,7 +624,7 @@ def _fraction(low: float, high: float) -> Any:
 
 
 def test_few_seeds_check_accepts_the_solution_and_rejects_wrong_words(capsys: pytest.CaptureFixture[str]) -> None:
-    from course_lib.lessons.schedule_check import check_few_seeds
+    from course_lib.lessons.checks.large_batch import check_few_seeds
 
     namespace: dict[str, Any] = {}
     exec(_solution_source("04", "FEW_SEEDS ="), namespace)  # noqa: S102
@@ -612,7 +703,7 @@ WRONG_FITS = {
 
 
 def test_fit_check_accepts_the_notebooks_solution(capsys: pytest.CaptureFixture[str]) -> None:
-    from course_lib.lessons.cost_checks import check_alpha_beta_fit
+    from course_lib.lessons.checks.communication import check_alpha_beta_fit
 
     assert check_alpha_beta_fit(_notebook_fit()) is True
     assert "correct" in capsys.readouterr().out
@@ -620,8 +711,8 @@ def test_fit_check_accepts_the_notebooks_solution(capsys: pytest.CaptureFixture[
 
 @pytest.mark.parametrize("name", sorted(WRONG_FITS))
 def test_fit_check_rejects_typical_wrong_fits(name: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from course_lib.lessons.cost_checks import check_alpha_beta_fit
-    from course_lib.lessons.selfcheck import VERDICT_LINE
+    from course_lib.lessons.checks.communication import check_alpha_beta_fit
+    from course_lib.lessons.checks.core import VERDICT_LINE
 
     edit, says = WRONG_FITS[name]
     assert check_alpha_beta_fit(_fit_variant(edit)) is False
@@ -631,7 +722,7 @@ def test_fit_check_rejects_typical_wrong_fits(name: str, capsys: pytest.CaptureF
 
 
 def test_fit_check_placeholder_and_garbage(capsys: pytest.CaptureFixture[str]) -> None:
-    from course_lib.lessons.cost_checks import check_alpha_beta_fit
+    from course_lib.lessons.checks.communication import check_alpha_beta_fit
 
     def unwritten(sizes, seconds, workers):
         raise NotImplementedError
@@ -651,7 +742,7 @@ def _fits() -> dict[str, Any]:
 def test_predict_check_accepts_the_notebooks_solution(capsys: pytest.CaptureFixture[str]) -> None:
     from types import SimpleNamespace
 
-    from course_lib.lessons.cost_checks import check_prediction
+    from course_lib.lessons.checks.communication import check_prediction
 
     fits, hop = _fits(), 15e-6
     namespace: dict[str, Any] = {"fits": fits, "limits": {"gloo": SimpleNamespace(hop_s=hop)}}
@@ -671,7 +762,7 @@ SBATCH = ROOT / "cluster" / "slurm_horovod.sbatch"
 
 
 def test_slurm_host_list_check(capsys: pytest.CaptureFixture[str]) -> None:
-    from course_lib.lessons.launch_checks import check_slurm_hosts, expand_nodelist
+    from course_lib.lessons.checks.beyond_one_machine import check_slurm_hosts, expand_nodelist
 
     assert expand_nodelist("gpu[1-3],login,n[08-10]") == ["gpu1", "gpu2", "gpu3", "login", "n08", "n09", "n10"]
 
@@ -702,7 +793,7 @@ WRONG_DISCOVERY = {
 
 
 def test_discovery_check_accepts_the_notebooks_solution(capsys: pytest.CaptureFixture[str]) -> None:
-    from course_lib.lessons.launch_checks import check_discovery_script
+    from course_lib.lessons.checks.beyond_one_machine import check_discovery_script
 
     assert check_discovery_script(_discovery()) is True
     assert "correct" in capsys.readouterr().out
@@ -710,7 +801,7 @@ def test_discovery_check_accepts_the_notebooks_solution(capsys: pytest.CaptureFi
 
 @pytest.mark.parametrize("name", sorted(WRONG_DISCOVERY))
 def test_discovery_check_rejects_typical_wrong_scripts(name: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from course_lib.lessons.launch_checks import check_discovery_script
+    from course_lib.lessons.checks.beyond_one_machine import check_discovery_script
 
     (old, new), says = WRONG_DISCOVERY[name]
     script = _discovery()
@@ -722,7 +813,7 @@ def test_discovery_check_rejects_typical_wrong_scripts(name: str, capsys: pytest
 
 
 def test_discovery_check_placeholder(capsys: pytest.CaptureFixture[str]) -> None:
-    from course_lib.lessons.launch_checks import check_discovery_script
+    from course_lib.lessons.checks.beyond_one_machine import check_discovery_script
 
     (path,) = sorted((ROOT / "notebooks").glob("06_*.ipynb"))
     placeholder = next(c.source for c in _cells(path) if c.source.startswith('DISCOVERY = """')
@@ -774,7 +865,7 @@ NOTEBOOK_WRONG_RINGS = {
 
 
 def test_01_notebook_ring_solution_is_accepted(capsys: pytest.CaptureFixture[str]) -> None:
-    from course_lib.lessons.exercises import check_ring_allreduce
+    from course_lib.lessons.checks.data_parallelism import check_ring_allreduce
 
     assert check_ring_allreduce(_notebook_ring()) is True
     assert "correct" in capsys.readouterr().out
@@ -782,7 +873,7 @@ def test_01_notebook_ring_solution_is_accepted(capsys: pytest.CaptureFixture[str
 
 @pytest.mark.parametrize("name", sorted(NOTEBOOK_WRONG_RINGS))
 def test_01_notebook_ring_solution_broken_is_rejected(name: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from course_lib.lessons.exercises import check_ring_allreduce
+    from course_lib.lessons.checks.data_parallelism import check_ring_allreduce
 
     assert check_ring_allreduce(_notebook_ring(*NOTEBOOK_WRONG_RINGS[name])) is False
     assert "Hint:" in capsys.readouterr().out

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.lessons import coding_checks
-from course_lib.lessons.coding_checks import check_lr_schedule
+from course_lib.lessons.checks import large_batch
+from course_lib.lessons.checks.large_batch import check_lr_schedule
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION_FILE = ROOT / "instructor" / "solutions" / "lr_schedule.py"
@@ -70,11 +70,11 @@ def test_placeholder_is_not_attempted_and_errors_do_not_crash(capsys: pytest.Cap
 
 def test_reference_is_the_schedule_the_runs_use() -> None:
     """The checker's reference is course_lib's TF schedule, not a copy: at the ramp's end it is the peak."""
-    assert coding_checks.reference_rate(3, base_lr=0.01, base_batch=32, batch=256, warmup_updates=4) == \
+    assert large_batch.reference_rate(3, base_lr=0.01, base_batch=32, batch=256, warmup_updates=4) == \
         pytest.approx(0.08)
-    assert coding_checks.reference_rate(0, base_lr=0.01, base_batch=32, batch=256, warmup_updates=4) == \
+    assert large_batch.reference_rate(0, base_lr=0.01, base_batch=32, batch=256, warmup_updates=4) == \
         pytest.approx(0.01 + 0.07 / 4)
-    assert coding_checks.reference_rate(5, base_lr=0.05, base_batch=64, batch=512, warmup_updates=0) == \
+    assert large_batch.reference_rate(5, base_lr=0.05, base_batch=64, batch=512, warmup_updates=0) == \
         pytest.approx(0.4)
 
 

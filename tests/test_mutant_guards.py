@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from course_lib.lessons import concepts
-from course_lib.lessons.exercises import Exercise
+from course_lib.lessons.checks.answers import Exercise
 
 
 # ---------------------------------------------------------------- staleness (concepts.synchronous_vs_asynchronous)

@@ -104,7 +104,7 @@ MUTANTS: tuple[Mutant, ...] = (
            "    pass  # _check_content(data, source, data_dir)\n",
            ("tests/test_data.py::test_keras_cache_with_one_flipped_pixel_is_refused",)),
     Mutant("checker_near_miss", "a self-check accepts a 0.9 % error",
-           "course_lib/lessons/exercises.py",
+           "course_lib/lessons/checks/answers.py",
            "def _close(expected: float, rel: float = 1e-3)",
            "def _close(expected: float, rel: float = 1e-2)",
            ("tests/test_exercises.py", "tests/test_mutant_guards.py")),

@@ -17,7 +17,7 @@ bandwidth each link sustains. Bandwidths follow NVIDIA's nccl-tests
 ``busbw = algbw x 2 (N - 1) / N`` (comparable across worker counts; it approaches beta);
 :func:`misfit_table` says at which sizes the straight line T(S) holds.
 The measurements come from ``source_code/allreduce_bench.py`` (its ``allreduce`` JSON lines); the
-self-checks of notebook 05's exercises are in :mod:`course_lib.lessons.cost_checks`.
+self-checks of notebook 05's exercises are in :mod:`course_lib.lessons.checks.communication`.
 
 Introduced in notebooks/05_communication.ipynb.
 """

@@ -1,4 +1,4 @@
-"""Self-check cells for the notebooks' exercises.
+"""The numeric and word answers of every notebook's exercises, by key: ``check("02.replicas_steps", answer)``.
 
 Each exercise has a key (``"02.global_batch"``), a question written from its own ``numbers``, a
 solver and a hint. The solver computes the expected answer from those numbers with the course's
@@ -8,10 +8,11 @@ not a formula (a choice, a word) are compared as a salted sha256 of the normalis
 
 A notebook's exercise cell sets ``answer = ...`` and the next cell calls :func:`check`; it prints
 whether the answer is right, a hint when it is not, and returns the verdict, the one way every self-check
-does (:mod:`course_lib.lessons.selfcheck`). Whole-number answers
+does (:mod:`course_lib.lessons.checks.core`). Whole-number answers
 must be exact; real answers within 0.1 % (a rounded answer passes, a 1 % slip does not).
 Instructors find worked solutions in ``instructor/solutions/`` (refused by the learners' lab);
-``tests/test_exercises.py`` proves each checker accepts them and rejects near misses.
+``tests/test_exercises.py`` proves each checker accepts them and rejects near misses. The checks that run the
+learner's code or read the learner's run are in the module of their notebook (:mod:`course_lib.lessons.checks`).
 
 Introduced in notebooks/00_setup.ipynb.
 """
@@ -25,15 +26,14 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from course_lib.lessons.selfcheck import right, waiting, wrong
-from course_lib.lessons.coding_checks import check_horovod_run, check_replica_step, check_ring_allreduce, steps_shown
+from course_lib.lessons.checks.core import right, waiting, wrong
 from course_lib.training import epochs
 from course_lib.training.pipeline import steps_per_epoch
 
-__all__ = ["Exercise", "EXERCISES", "check", "answer_digest", "check_horovod_run", "check_replica_step",
-           "check_ring_allreduce", "steps_shown"]
+__all__ = ["Exercise", "EXERCISES", "check", "answer_digest"]
 
-#: Salt of the digests of word answers (with the exercise's key): a stored digest matches no public table.
+#: Salt of the digests of word answers (with the exercise's key): a stored digest matches no public table. It keeps
+#: the module's first name (``exercises``): a new salt would change every stored digest.
 SALT = "course_lib.exercises.v1"
 
 

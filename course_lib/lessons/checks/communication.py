@@ -7,7 +7,7 @@
   workers)`` on timings drawn from known alpha and beta, which the check makes up here (nothing is stored), and
   names the typical slip (the ring factor, a unit) without giving the formula.
 
-Each prints and returns its verdict the one way :mod:`course_lib.lessons.selfcheck` defines.
+Each prints and returns its verdict the one way :mod:`course_lib.lessons.checks.core` defines.
 
 Introduced in notebooks/05_communication.ipynb.
 """
@@ -20,7 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from course_lib.lessons.allreduce_model import AlphaBeta, ring_factor
-from course_lib.lessons.selfcheck import learner_call, right, waiting, wrong
+from course_lib.lessons.checks.core import learner_call, right, waiting, wrong
 
 __all__ = ["check_prediction", "check_alpha_beta_fit", "FIT_CASES"]
 

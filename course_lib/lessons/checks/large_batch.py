@@ -4,7 +4,7 @@
 it with the rate the notebook's own runs use (:func:`reference_rate`: TensorFlow's schedule of
 ``course_lib.training.schedules``, evaluated), not with a stored table; a wrong schedule is matched against the
 typical mistakes to name the one made, in a hint that names the mistake, not the formula. It prints and returns
-its verdict the one way :mod:`course_lib.lessons.selfcheck` defines, and ``coding_checks`` re-exports it.
+its verdict the one way :mod:`course_lib.lessons.checks.core` defines.
 
 :func:`check_few_seeds` is the prediction exercise: the learner recomputes the recovered fraction's interval on
 fewer seeds and predicts how it moves; the expected word comes from the learner's own numbers.
@@ -18,7 +18,7 @@ import math
 from typing import Any, Callable
 
 from course_lib.lessons.recovery import Recovery
-from course_lib.lessons.selfcheck import learner_call, right, waiting, word_answer, wrong
+from course_lib.lessons.checks.core import learner_call, right, waiting, word_answer, wrong
 from course_lib.lessons.trials import peak_lr
 from course_lib.training import schedules
 from course_lib.training.stats import t_critical_95

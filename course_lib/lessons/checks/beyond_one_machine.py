@@ -6,7 +6,7 @@
   in made-up cluster states and compares its lines with the hosts each state allows.
 
 No answer is stored: each is read from a run. Each check prints and returns its verdict the one way
-:mod:`course_lib.lessons.selfcheck` defines. :func:`summary` writes the summary's sentences about what the
+:mod:`course_lib.lessons.checks.core` defines. :func:`summary` writes the summary's sentences about what the
 notebook's runs showed from their verdicts, so a sentence cannot claim what its run did not show.
 
 Introduced in notebooks/06_beyond_one_machine.ipynb.
@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
-from course_lib.lessons.selfcheck import right, waiting, wrong
+from course_lib.lessons.checks.core import right, waiting, wrong
 
 __all__ = ["expand_nodelist", "run_batch_script", "check_slurm_hosts",
            "DISCOVERY_CASES", "check_discovery_script", "summary"]

@@ -1,7 +1,7 @@
 """The one pattern of every self-check cell: what it prints, what it returns, how it runs the learner's code.
 
-Every self-check of every notebook (``exercises.check`` for the numeric and word answers, the coding checks of
-``coding_checks``, ``schedule_check``, ``cost_checks`` and ``launch_checks``) prints exactly one verdict line,
+Every self-check of every notebook (``answers.check`` for the numeric and word answers, the ``check_...``
+functions of each notebook's module of :mod:`course_lib.lessons.checks`) prints exactly one verdict line,
 ``[key] ...``, through the three functions below, and returns it as a bool:
 
 * ``[key] correct.`` or ``[key] correct: what was verified.`` -- returns True (:func:`right`);
@@ -14,7 +14,7 @@ Every self-check of every notebook (``exercises.check`` for the numeric and word
 A notebook's self-check cell is one call, ``passed = check(...)`` or ``passed = check_xxx(...)``; no notebook
 defines its own checker (``tests/test_exercises.py`` reads every notebook to prove it). The answer itself is
 never stored: a check computes it from the learner's own run or from the course's functions, or compares a
-salted digest (``exercises.answer_digest``).
+salted digest (``answers.answer_digest``).
 
 Introduced in notebooks/00_setup.ipynb.
 """
