@@ -149,9 +149,9 @@ def test_edition_holds_the_learner_files_only(edition: Path) -> None:
                    "requirements", "source_code", "tools"]
     every = [p.relative_to(dest).as_posix() for p in dest.rglob("*")]
     assert not [p for p in every if "instructor" in p or p.startswith("tests") or "__pycache__" in p]
-    # The learner's set-up and local cluster only: no maintainers' tool (tools/README.md), no student.py or site.py.
+    # The set-up and the local cluster only (learner.mk became the Makefile): no maintainers' tool (tools/README.md).
     assert sorted(p.name for p in (dest / "tools").iterdir()) == [
-        "jupyterlab-overrides.json", "learner.mk", "localcluster", "setup.sh", "setup_frameworks.sh", "uv_install.py",
+        "jupyterlab-overrides.json", "localcluster", "setup.sh", "setup_frameworks.sh", "uv_install.py",
         "wheel_cache.py"]
     assert sorted(p.name for p in (dest / "notebooks").iterdir()) == sorted(
         p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
