@@ -21,7 +21,7 @@ PYTEST_ARGS ?=
 # lab's browser test: tests/notebooks/harness.py, WITH_THE_NOTEBOOKS) one after another on one
 # worker, the test files on the other, one file at a time, longest first, at nice 10 and in a cgroup of low CPU
 # weight where it can, with slots of its own (tests/notebooks/harness.py, tests/conftest.py). WORKERS=1 is plain pytest.
-# Fresh clones' times: benchmarks/results/2026-11-26-vm-check-time-two-workers.md and the jsonl beside it.
+# Fresh clones' times: tools/maintainers/results/2026-11-26-vm-check-time-two-workers.md and the jsonl beside it.
 # MARK deselects, e.g. make test MARK='not browser'; PYTEST_ARGS is passed to pytest.
 WORKERS ?= 2
 MARK ?=
@@ -46,7 +46,7 @@ typecheck: setup
 # Break the course on purpose in a scratch copy, one named mutant at a time; each must be killed
 # (docs/mutants.md lists which check kills which). tests/test_mutants.py runs a sample in make test.
 mutants: setup
-	$(PY) tools/mutants.py
+	$(PY) tools/maintainers/mutants.py
 
 # The fast tier for maintainers (under 3 minutes after set-up): lint, types, and the tests that launch no
 # Horovod run, drive no browser and take under about 2 s each, on CHECK_WORKERS pytest-xdist workers (these
@@ -64,15 +64,15 @@ test-unit: setup
 test-notebooks: setup
 	$(PY) -m pytest $(xdist) notebooks $(PYTEST_ARGS)
 
-# A development run (tools/run_notebooks.py): executes every notebook (or NB=05) in a fresh kernel and writes its
+# A development run (tools/maintainers/run_notebooks.py): executes every notebook (or NB=05) in a fresh kernel and writes its
 # outputs, refusing nothing; docs/run_times.json is left alone, and the stamps stay uncompleted, so
 # tests/test_recording.py fails until the course is recorded again with `make record`.
 NB ?=
 notebooks: setup
 	$(PY) tools/navigation.py
-	$(PY) tools/run_notebooks.py $(NB)
+	$(PY) tools/maintainers/run_notebooks.py $(NB)
 
-# The course's recording (tools/run_notebooks.py --record; README "For maintainers"): every notebook (or NB=05,
+# The course's recording (tools/maintainers/run_notebooks.py --record; README "For maintainers"): every notebook (or NB=05,
 # NB="03 05") executed alone in a fresh kernel while the recorder watches the machine. A notebook is refused (its
 # file unchanged, exit status 3, one message saying why and what to do) when other processes used more than 0.10
 # CPU cores on average over its run or 0.5 over any 20 s (docs/recording.md), another course run held a slot, or a
@@ -81,7 +81,7 @@ notebooks: setup
 RECORDING ?=
 record: setup
 	$(PY) tools/navigation.py
-	$(PY) tools/run_notebooks.py --record $(if $(RECORDING),--recording '$(RECORDING)') $(NB)
+	$(PY) tools/maintainers/run_notebooks.py --record $(if $(RECORDING),--recording '$(RECORDING)') $(NB)
 
 bench: setup
 	$(PY) benchmarks/run.py

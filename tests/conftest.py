@@ -204,7 +204,7 @@ def _yield_to_the_notebooks(item: pytest.Item) -> None:
 #: The CPU weight of a cgroup that the test-file worker moves into where it can (root, cgroup v1's cpu controller at
 #: :data:`CPU_CGROUP`; the root group's processes weigh 1024). Nice alone does not reach the Horovod ranks: each
 #: starts a session of its own, and the kernel weighs sessions as equals (autogroup); a cgroup holds every process
-#: started from it (probed: benchmarks/results/2026-11-26-vm-check-time-two-workers.md).
+#: started from it (probed: tools/maintainers/results/2026-11-26-vm-check-time-two-workers.md).
 TEST_WORKER_SHARES = 64
 CPU_CGROUP = Path("/sys/fs/cgroup/cpu")
 

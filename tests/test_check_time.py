@@ -1,4 +1,4 @@
-"""benchmarks/check_time.py and benchmarks/suite_profile.py: the recorders of what the check costs (issue 31)."""
+"""tools/maintainers/check_time.py and tools/maintainers/suite_profile.py: the recorders of what the check costs (issue 31)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from nested_pytest import PYTEST_WITHOUT_NBVAL
 
-from benchmarks import check_time, suite_profile
+from tools.maintainers import check_time, suite_profile
 
 
 def test_timed_records_wall_cpu_status_and_setup_time(tmp_path: Path) -> None:
@@ -59,12 +59,12 @@ def test_profile_summary_groups_by_file(tmp_path: Path) -> None:
 
 
 def test_each_run_asks_pytest_for_its_per_test_profile(tmp_path: Path) -> None:
-    from benchmarks.check_time import profiled
+    from tools.maintainers.check_time import profiled
 
     env = profiled({"PYTEST_ADDOPTS": "-x", "PATH": "/bin"}, tmp_path / "p.jsonl")
-    assert env["PYTEST_ADDOPTS"] == "-x -p benchmarks.suite_profile"
+    assert env["PYTEST_ADDOPTS"] == "-x -p tools.maintainers.suite_profile"
     assert env["COURSE_SUITE_PROFILE"] == str(tmp_path / "p.jsonl") and env["PATH"] == "/bin"
-    assert profiled({}, tmp_path / "p.jsonl")["PYTEST_ADDOPTS"] == "-p benchmarks.suite_profile"
+    assert profiled({}, tmp_path / "p.jsonl")["PYTEST_ADDOPTS"] == "-p tools.maintainers.suite_profile"
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
@@ -77,7 +77,7 @@ def test_pytest_runs_that_tests_start_do_not_inherit_the_plugin(tmp_path: Path, 
     probe = tmp_path / "test_probe.py"
     probe.write_text("import os\n\ndef test_env():\n    assert os.environ.get('PYTEST_ADDOPTS') == '-q', "
                      "os.environ.get('PYTEST_ADDOPTS')\n")
-    env = {**os.environ, "PYTEST_ADDOPTS": "-q -p benchmarks.suite_profile",
+    env = {**os.environ, "PYTEST_ADDOPTS": "-q -p tools.maintainers.suite_profile",
            suite_profile.ENV: str(tmp_path / "p.jsonl"), "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     done = subprocess.run([*PYTEST_WITHOUT_NBVAL, "-s", *workers, str(probe)],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
@@ -90,7 +90,7 @@ def test_pytest_runs_that_tests_start_do_not_inherit_the_plugin(tmp_path: Path, 
 DRIVER = """
 import json, sys
 from pathlib import Path
-from benchmarks import check_time
+from tools.maintainers import check_time
 check_time.as_driver()
 print(json.dumps(check_time.timed(["bash", "-c", sys.argv[1]], Path(sys.argv[2]), Path(sys.argv[2]) / "run.log",
                                   grace_s=(1.0, 1.0))), flush=True)
@@ -165,7 +165,7 @@ def test_own_cpu_counts_the_worker_and_its_children() -> None:
 
     probe = """
 import subprocess, sys
-from benchmarks import suite_profile
+from tools.maintainers import suite_profile
 before = suite_profile.own_cpu_seconds()
 if before is None:
     print("none"); sys.exit()

@@ -2,7 +2,7 @@
 
 A scratch copy of the course (only what the recipe touches) gets ``notebooks/99_throwaway.ipynb`` made from
 ``tools/notebook_template.ipynb`` the recipe's way: its exercise key in ``course_lib/lessons/checks/answers.py``, the
-solution and wrong answers in ``instructor/solutions/answers.py``, executed by ``tools/run_notebooks.py`` (with
+solution and wrong answers in ``instructor/solutions/answers.py``, executed by ``tools/maintainers/run_notebooks.py`` (with
 no argument: it must find the notebook by its name). Then strict nbval, the notebook lint tests and the exercise
 tests (run in the scratch copy with the course's own pytest settings), the site builder and the learner edition
 must all pick it up. The template imports no TensorFlow, so the whole module takes seconds, not minutes.
@@ -89,7 +89,7 @@ def course(tmp_path_factory: pytest.TempPathFactory) -> Path:
         _insert(root / relative, anchor, line)
     _insert(root / "instructor" / "solutions" / "answers.py", *WRONG)
     # Step 7: execute it as `make notebooks` does (every notebooks/NN_*.ipynb, found by name).
-    done = subprocess.run([sys.executable, "tools/run_notebooks.py"], cwd=root, env=_env(root),
+    done = subprocess.run([sys.executable, "tools/maintainers/run_notebooks.py"], cwd=root, env=_env(root),
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert f"{NAME}.ipynb:" in done.stdout and "1 notebook(s) executed" in done.stdout, done.stdout

@@ -1,4 +1,4 @@
-"""Tests that kill the mutants of tools/mutants.py in modules whose own test files other people own.
+"""Tests that kill the mutants of tools/maintainers/mutants.py in modules whose own test files other people own.
 
 Expected values are derived here independently of the code under test (closed forms, or the ring
 simulation checked against the cost table), so a factor slipped into either side fails.

@@ -1,4 +1,4 @@
-"""tools/mutants.py: every mutant still applies to the code, and the machinery kills one for real."""
+"""tools/maintainers/mutants.py: every mutant still applies to the code, and the machinery kills one for real."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("mutants", ROOT / "tools" / "mutants.py")
+_spec = importlib.util.spec_from_file_location("mutants", ROOT / "tools" / "maintainers" / "mutants.py")
 mutants = importlib.util.module_from_spec(_spec)
 sys.modules["mutants"] = mutants  # dataclasses look their module up
 _spec.loader.exec_module(mutants)

@@ -1,4 +1,4 @@
-"""``make record`` records a quiet run and refuses a disturbed one (tools/run_notebooks.py --record; issue 44).
+"""``make record`` records a quiet run and refuses a disturbed one (tools/maintainers/run_notebooks.py --record; issue 44).
 
 On tiny scratch notebooks (no TensorFlow) in a scratch course (tests/record_course.py), with a slot folder of the
 course's own and a private machine (the recorder judges the CPU of this test's process tree, so the engineers'

@@ -1,7 +1,7 @@
 """The committed course is one recording of one machine: every notebook's ``machine:`` stamps agree (issue 44).
 
 Each notebook's first output line is its stamp (course_lib.environment.machine.stamp), completed by ``make record``
-with the load at its end and the recording's id. ``tools/recording.disagreements`` lists where the committed
+with the load at its end and the recording's id. ``tools/maintainers/recording.disagreements`` lists where the committed
 notebooks and ``docs/run_times.json`` are not one recording: a stamp missing or not completed, stamps naming
 different CPUs, cores, GPUs, software or recordings, speed probes far apart, an entry that says something else
 than its notebook's stamp. The committed course must have none, recorded under the recorder's default limits.
@@ -125,7 +125,7 @@ def test_one_recording_agrees_and_each_planted_disagreement_is_found(tmp_path: P
     assert any("01_b: its first output line is not the machine: stamp" in d for d in recording.disagreements(copy))
 
     copy = planted("development-run")   # re-executed without make record: the stamp is not completed
-    dev = subprocess.run([sys.executable, "tools/run_notebooks.py", "notebooks/01_b.ipynb"], cwd=copy, env=env(copy),
+    dev = subprocess.run([sys.executable, "tools/maintainers/run_notebooks.py", "notebooks/01_b.ipynb"], cwd=copy, env=env(copy),
                          capture_output=True, text=True, timeout=300)
     assert dev.returncode == 0, dev.stdout[-2000:] + dev.stderr[-2000:]
     assert (copy / "docs" / "run_times.json").read_bytes() == (root / "docs" / "run_times.json").read_bytes()

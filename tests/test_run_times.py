@@ -1,10 +1,10 @@
-"""Notebook run times have one source, ``docs/run_times.json`` (tools/run_times.py; issues 29, 30, 44, 45).
+"""Notebook run times have one source, ``docs/run_times.json`` (tools/maintainers/run_times.py; issues 29, 30, 44, 45).
 
 The README's and the instructor guide's tables and each notebook's intro line are generated from it and from the
-notebooks' text (the reading-and-doing estimate, tools/reading_time.py); these tests fail when one of them
+notebooks' text (the reading-and-doing estimate, tools/maintainers/reading_time.py); these tests fail when one of them
 disagrees (a time typed by hand, a notebook's text edited or a notebook re-recorded without regenerating), and
 when a README or guide line outside the blocks types a notebook's run time. ``make record`` writes the file
-(tests/test_record.py); a development run (``tools/run_notebooks.py`` without ``--record``) leaves it alone.
+(tests/test_record.py); a development run (``tools/maintainers/run_notebooks.py`` without ``--record``) leaves it alone.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("run_times", ROOT / "tools" / "run_times.py")
+spec = importlib.util.spec_from_file_location("run_times", ROOT / "tools" / "maintainers" / "run_times.py")
 assert spec is not None and spec.loader is not None
 run_times = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(run_times)
@@ -48,7 +48,7 @@ def typed_run_times(text: str) -> list[str]:
 def test_the_generated_blocks_agree_with_the_file() -> None:
     stale = run_times.stale(ROOT)
     assert not stale, f"run-time blocks that disagree with docs/run_times.json: {stale}; " \
-                      "run .venv/bin/python tools/run_times.py (never type a run time)"
+                      "run .venv/bin/python tools/maintainers/run_times.py (never type a run time)"
 
 
 def test_the_readme_and_the_guide_carry_the_table() -> None:
@@ -179,7 +179,7 @@ def test_a_notebook_without_an_entry_gets_its_estimate(tmp_path: Path) -> None:
 
 
 def test_a_development_run_leaves_the_record_alone(tmp_path: Path) -> None:
-    """tools/run_notebooks.py without --record on a scratch course: outputs and the notebook's own block are
+    """tools/maintainers/run_notebooks.py without --record on a scratch course: outputs and the notebook's own block are
     written, docs/run_times.json and the README are not."""
     root = _scratch(tmp_path)
     run_times.record("00_tiny", dict(RECORDED), root=root)
@@ -187,7 +187,7 @@ def test_a_development_run_leaves_the_record_alone(tmp_path: Path) -> None:
     recorded, readme = (root / "docs" / "run_times.json").read_bytes(), (root / "README.md").read_bytes()
     shutil.copytree(ROOT / "tools", root / "tools", ignore=shutil.ignore_patterns("__pycache__", "localcluster"))
     shutil.copytree(ROOT / "course_lib", root / "course_lib", ignore=shutil.ignore_patterns("__pycache__"))
-    done = subprocess.run([sys.executable, "tools/run_notebooks.py", "notebooks/00_tiny.ipynb"], cwd=root,
+    done = subprocess.run([sys.executable, "tools/maintainers/run_notebooks.py", "notebooks/00_tiny.ipynb"], cwd=root,
                           capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert "a development run: docs/run_times.json is unchanged" in done.stdout
@@ -196,5 +196,5 @@ def test_a_development_run_leaves_the_record_alone(tmp_path: Path) -> None:
     assert "Machine time to run every cell: 65 s" in nb.cells[0].source
     assert (root / "docs" / "run_times.json").read_bytes() == recorded
     assert (root / "README.md").read_bytes() == readme
-    check = subprocess.run([sys.executable, "tools/run_times.py", "--check"], cwd=root, capture_output=True, text=True)
+    check = subprocess.run([sys.executable, "tools/maintainers/run_times.py", "--check"], cwd=root, capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr

@@ -9,7 +9,7 @@ notebook here, 00's third run in the suite);
 source notebook cell for cell (source, outputs, tags) except the cells the tool removed, stubbed or cleared, so
 the course's nbval run covers every learner cell before the first solution; the cells from there on (the
 "learner tail": the answers unset, the stubs raising) are run by the course's nbval itself, after each notebook's
-last cell, in its kernel (``tests/notebooks/harness.py``, ``tools/learner_tail.py``; tested below on a fixture
+last cell, in its kernel (``tests/notebooks/harness.py``, ``tools/maintainers/learner_tail.py``; tested below on a fixture
 notebook, with a mutant that only the tail catches). The tool's tags are tried on a small fixture notebook,
 which is executed, converted and validated with nbval too.
 """
@@ -36,7 +36,7 @@ student = importlib.util.module_from_spec(_spec)
 sys.modules["student"] = student
 _spec.loader.exec_module(student)
 sys.path.insert(0, str(ROOT))
-from tools import learner_tail  # noqa: E402
+from tools.maintainers import learner_tail  # noqa: E402
 
 SOLUTIONS = ROOT / "instructor" / "solutions"
 TEXT_SUFFIXES = {".py", ".ipynb", ".md", ".txt", ".json", ".yml", ".yaml", ".toml", ".sh", ".cfg", ""}
@@ -149,6 +149,10 @@ def test_edition_holds_the_learner_files_only(edition: Path) -> None:
                    "requirements", "source_code", "tools"]
     every = [p.relative_to(dest).as_posix() for p in dest.rglob("*")]
     assert not [p for p in every if "instructor" in p or p.startswith("tests") or "__pycache__" in p]
+    # The set-up and the local cluster only (learner.mk became the Makefile): no maintainers' tool (tools/README.md).
+    assert sorted(p.name for p in (dest / "tools").iterdir()) == [
+        "jupyterlab-overrides.json", "localcluster", "setup.sh", "setup_frameworks.sh", "uv_install.py",
+        "wheel_cache.py"]
     assert sorted(p.name for p in (dest / "notebooks").iterdir()) == sorted(
         p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     assert (dest / "source_code" / "horovod_fmnist.py").is_file()
@@ -298,7 +302,7 @@ def test_the_cell_after_a_solution_is_cleared_not_compared() -> None:
     assert learner.cells[2].outputs and learner.cells[2].source == "print(1)"
 
 
-# --- the learner tail: the learner's differing cells, run by the course's nbval (tools/learner_tail.py) ------
+# --- the learner tail: the learner's differing cells, run by the course's nbval (tools/maintainers/learner_tail.py) ------
 def _tail_notebook(*sources: str, solution: int) -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook()
     nb.cells = [_code(src, ["solution"] if i == solution else None) for i, src in enumerate(sources)]
@@ -348,7 +352,7 @@ def test_course_nbval_runs_the_learner_tail_and_it_bites(executed_fixture: nbfor
     folder = tmp_path / "notebooks"
     folder.mkdir()
     copy_notebook_harness(folder)
-    (tmp_path / "tools").symlink_to(ROOT / "tools")      # the conftest finds tools/learner_tail.py one level up
+    (tmp_path / "tools").symlink_to(ROOT / "tools")      # the conftest finds tools/maintainers/learner_tail.py one level up
     nbformat.write(source, folder / "good.ipynb")
     nbformat.write(broken, folder / "broken.ipynb")
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
@@ -410,7 +414,7 @@ def test_no_compared_learner_cell_reads_what_a_solution_set() -> None:
     compared). Every other cell is the same code (the equality test above), so it prints the same outputs unless
     it reads a name that a removed solution cell set: then the learner sees another value than the course
     run did. No compared cell may read such a name (clear it in tools/student.py's way, or give it its own
-    value). The learner tail that the course's nbval runs (tools/learner_tail.py) would show such a value too,
+    value). The learner tail that the course's nbval runs (tools/maintainers/learner_tail.py) would show such a value too,
     where a cell prints it; this check also covers the cells that do not.
     """
     checked = 0

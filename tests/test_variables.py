@@ -1,6 +1,6 @@
 """docs/variables.md lists every ``COURSE_*`` environment variable the code uses, and only those (issue 47, item 6).
 
-tools/course_variables.py finds the variables (its docstring states the rule that tells them from Python constants
+tools/maintainers/course_variables.py finds the variables (its docstring states the rule that tells them from Python constants
 such as ``COURSE_DIR = course_root()``); these tests hold the table to it and show that the check fails on a
 variable planted in a scratch tree.
 """
@@ -24,7 +24,7 @@ course_variables = load_tool("course_variables")
 
 def test_the_table_lists_every_variable_and_only_those() -> None:
     """Missing rows, stale rows, read-by paths that do not exist, unclassified COURSE_* words: none
-    (``.venv/bin/python tools/course_variables.py --check`` says the same)."""
+    (``.venv/bin/python tools/maintainers/course_variables.py --check`` says the same)."""
     assert course_variables.problems(ROOT) == []
 
 

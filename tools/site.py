@@ -80,7 +80,7 @@ def describe(nb: nbformat.NotebookNode, fallback: str) -> tuple[str, str]:
 def static_widgets(nb: nbformat.NotebookNode) -> int:
     """Replace each widget output of ``nb`` (in place) by the "runs in the lab" note; returns how many.
 
-    The committed notebooks keep no widget state (tools/run_notebooks.py drops it), so a widget could not be
+    The committed notebooks keep no widget state (tools/maintainers/run_notebooks.py drops it), so a widget could not be
     rendered offline anyway; without this, nbconvert would print the widget's repr (``IntSlider(...)``).
     """
     count = 0

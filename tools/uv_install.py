@@ -2,7 +2,7 @@
 
 ``tools/setup.sh`` installs the pinned stack (about 190 packages, TensorFlow among them) with uv where it can:
 uv downloads in parallel and links files from its cache, so a second set-up on a machine takes seconds where pip
-takes minutes (measured in ``benchmarks/results/2026-11-26-vm-check-time-uv-and-cuts.md``). But uv does not read pip's
+takes minutes (measured in ``tools/maintainers/results/2026-11-26-vm-check-time-uv-and-cuts.md``). But uv does not read pip's
 configuration (``pip.conf``, ``PIP_*``), where a machine or a university names its package mirror, a local
 wheel folder, a machine-wide constraints file or a CA certificate. So this script asks the venv's pip for its
 configuration (``pip config list``, which includes the ``PIP_*`` variables), passes each setting to uv as the

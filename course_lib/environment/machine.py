@@ -1,7 +1,7 @@
 """What a measurement ran on: CPU model, cores, GPUs, speed, versions and load, and the ``machine:`` stamp.
 
 Every notebook's first output is one ``machine:`` line (:func:`stamp`), so that a learner reading committed
-outputs knows which machine, software and load produced them; ``make record`` (tools/run_notebooks.py) adds the
+outputs knows which machine, software and load produced them; ``make record`` (tools/maintainers/run_notebooks.py) adds the
 load at the end of the run and the recording's date to that line, and refuses outputs recorded beside other work.
 The benchmarks (``benchmarks/``) describe their machine with :func:`describe_machine` from the same functions.
 Nothing here imports TensorFlow or Horovod (versions are read from package metadata).

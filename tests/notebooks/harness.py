@@ -27,7 +27,7 @@ a CI runner or a room's server rarely is. The neighbour dies with the pytest pro
 
 **The learner edition's differing cells run too** (issue 31): after a notebook's last cell, in the same kernel,
 nbval runs the learner edition's cells from the placeholder before the first solution to the end (items named
-``Learner cell N``; ``tools/learner_tail.py`` says why the course's state there stands for the learner's). The
+``Learner cell N``; ``tools/maintainers/learner_tail.py`` says why the course's state there stands for the learner's). The
 learner cells before that point are the course's own (``tests/test_student.py``), so nothing runs twice.
 
 **The notebooks run one after another** when pytest-xdist shares the suite out (``make test``: ``--dist loadfile``):
@@ -152,24 +152,24 @@ _original_collect = nbval.plugin.IPyNbFile.collect
 
 
 def _course_root() -> Path:
-    """The nearest folder above this file that holds ``tools/learner_tail.py`` (the course, or a scratch copy's
+    """The nearest folder above this file that holds ``tools/maintainers/learner_tail.py`` (the course, or a scratch copy's
     folder that links ``tools/``)."""
     here = Path(__file__).resolve()
     for folder in here.parents:
-        if (folder / "tools" / "learner_tail.py").exists():
+        if (folder / "tools" / "maintainers" / "learner_tail.py").exists():
             return folder
-    raise FileNotFoundError(f"no tools/learner_tail.py in a folder above {here}")
+    raise FileNotFoundError(f"no tools/maintainers/learner_tail.py in a folder above {here}")
 
 
 def _learner_tail(nb):  # type: ignore[no-untyped-def]
-    """tools/learner_tail.py's tail of ``nb``; imported only for a notebook with solution cells (a scratch copy of
+    """tools/maintainers/learner_tail.py's tail of ``nb``; imported only for a notebook with solution cells (a scratch copy of
     this file next to a notebook without them, as tests/test_notebook_stderr.py makes, needs no tools/)."""
     if not any("solution" in cell.get("metadata", {}).get("tags", []) for cell in nb.cells):
         return []
     course = str(_course_root())
     if course not in sys.path:
         sys.path.insert(0, course)
-    from tools import learner_tail
+    from tools.maintainers import learner_tail
 
     return learner_tail.tail(nb)
 
@@ -260,7 +260,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
     The notebooks then run one after another on one worker while the other worker takes the test files: a
     notebook's timing verdicts were shown to hold beside one busy core (``make test-busy``), not beside a second
     notebook that wants both cores too (two at once pushed 04 past its cell limit:
-    benchmarks/results/2026-11-26-vm-check-time-xdist.md).
+    tools/maintainers/results/2026-11-26-vm-check-time-xdist.md).
     """
     if config.getoption("dist", "no") != "loadfile":
         return None

@@ -2,8 +2,8 @@
 
 Usage::
 
-    .venv/bin/python tools/course_variables.py            # each variable and the files that use it
-    .venv/bin/python tools/course_variables.py --check    # exit 1, saying what, when docs/variables.md's table
+    .venv/bin/python tools/maintainers/course_variables.py            # each variable and the files that use it
+    .venv/bin/python tools/maintainers/course_variables.py --check    # exit 1, saying what, when docs/variables.md's table
                                                           # misses a variable or lists one the code does not use
 
 What is scanned (:data:`SCANNED`): the code of course_lib/, source_code/, tools/, benchmarks/, tests/, cluster/,
@@ -37,7 +37,7 @@ import re
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: The table this tool checks, relative to the course folder.
 TABLE = Path("docs") / "variables.md"
 #: What is scanned, relative to the course folder (folders are walked; missing ones are skipped).
@@ -46,7 +46,7 @@ SCANNED = ("course_lib", "source_code", "tools", "benchmarks", "tests", "cluster
 #: Folders never walked into.
 SKIPPED_DIRS = frozenset({"__pycache__", "node_modules", ".venv"})
 #: Files left out: this tool and its test name every variable (and plant made-up ones) in order to check them.
-SKIPPED_FILES = frozenset({"tools/course_variables.py", "tests/test_variables.py"})
+SKIPPED_FILES = frozenset({"tools/maintainers/course_variables.py", "tests/test_variables.py"})
 #: Python names that start with ``COURSE_`` but are constants, not environment variables, and why.
 CONSTANTS: dict[str, str] = {
     "COURSE_DIR": "course_lib/environment/lab.py: the course folder (course_root()), the lab's root; the variable of "
@@ -54,7 +54,7 @@ CONSTANTS: dict[str, str] = {
     "COURSE_HOROVOD_ENV": "benchmarks/run.py: the Horovod settings the course's benchmark rows pass to horovodrun "
                           "(HOROVOD_CYCLE_TIME=5), a dict in code, never read from the environment",
     "COURSE_TITLE": "tools/site.py: the website's title",
-    "COURSE_LIMIT_MIN": "tools/reading_time.py: the day's reading-time budget in minutes (issue 45)",
+    "COURSE_LIMIT_MIN": "tools/maintainers/reading_time.py: the day's reading-time budget in minutes (issue 45)",
 }
 
 NAME = re.compile(r"\bCOURSE_[A-Z0-9_]*[A-Z0-9]\b")
@@ -216,7 +216,7 @@ def problems(root: Path) -> list[str]:
     for word, paths in words.items():
         if word not in variables and word not in CONSTANTS:
             found.append(f"unclassified: {word} in {', '.join(paths)} is neither an environment variable by this "
-                         "tool's rule nor one of its CONSTANTS (tools/course_variables.py)")
+                         "tool's rule nor one of its CONSTANTS (tools/maintainers/course_variables.py)")
     return found
 
 

@@ -3,7 +3,7 @@
 A :class:`Watch` samples every ``sample_s`` seconds (0.5 by default), in a thread of the recorder, until stopped:
 
 * **Other processes' CPU.** The machine's busy CPU-seconds (``/proc/stat``, all processes and the time a hypervisor
-  stole: :func:`benchmarks.suite_profile.busy_cpu_seconds`) minus the CPU-seconds of the recording's own process
+  stole: :func:`tools.maintainers.suite_profile.busy_cpu_seconds`) minus the CPU-seconds of the recording's own process
   tree: the recorder, the notebook's kernel and every descendant, each counted with its reaped children's
   cumulative times, so a rank that has exited still counts as ours. The recorder is a child subreaper
   (:func:`course_lib.runner.watchdog.become_subreaper`), so an orphan of the run stays in its tree. What is left is
@@ -20,7 +20,7 @@ A :class:`Watch` samples every ``sample_s`` seconds (0.5 by default), in a threa
 ``on_refusal`` is called once, from the thread, as soon as a reason is certain (a window over its limit, a
 foreign holder, a queued launch), so the recorder can stop the notebook early.
 
-Introduced for issue 44 (``make record``); used by tools/run_notebooks.py.
+Introduced for issue 44 (``make record``); used by tools/maintainers/run_notebooks.py.
 """
 
 from __future__ import annotations
@@ -39,10 +39,10 @@ from typing import Callable
 
 import psutil
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
-from benchmarks.suite_profile import busy_cpu_seconds  # noqa: E402  (the one reader of /proc/stat's busy time)
+from tools.maintainers.suite_profile import busy_cpu_seconds  # noqa: E402  (the one reader of /proc/stat's busy time)
 from course_lib.runner.watchdog import become_subreaper, reap_adopted  # noqa: E402
 from course_lib.training.slot_files import Holder, slots_dir  # noqa: E402
 

@@ -2,13 +2,13 @@
 
 Usage (on the recording machine, when it is quiet; about 2 minutes)::
 
-    .venv/bin/python tools/neighbour_cost.py                # 8 rounds of 2 x 10**7 loop iterations
-    .venv/bin/python tools/neighbour_cost.py --rounds 4 --iterations 5000000
+    .venv/bin/python tools/maintainers/neighbour_cost.py                # 8 rounds of 2 x 10**7 loop iterations
+    .venv/bin/python tools/maintainers/neighbour_cost.py --rounds 4 --iterations 5000000
 
 It waits until the machine is quiet (others under 0.15 cores over 20 s), measures the quiet background for 60 s,
 then times a CPU-bound job of 2 processes alone and beside a duty-cycled spin loop (0, 10, 25, 50 and 100 % of a
 core), interleaved in rounds (the order rotated and reversed each round, so drift moves every arm alike). During
-each job it measures the others' CPU the recorder's way (tools/record_watch.py: the machine's busy time minus the
+each job it measures the others' CPU the recorder's way (tools/maintainers/record_watch.py: the machine's busy time minus the
 job's own process tree; the spin loop is left out of the tree, so it counts as others). It prints every job and a
 table binned by the others' CPU measured, beside the fair-share model of a 2-core job, x2/(2 - others). The
 results and the limits chosen from them: docs/recording.md.
@@ -27,8 +27,8 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("course_tools_record_watch", ROOT / "tools" / "record_watch.py")
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("course_tools_record_watch", ROOT / "tools" / "maintainers" / "record_watch.py")
 assert _spec is not None and _spec.loader is not None
 record_watch = sys.modules.setdefault(_spec.name, importlib.util.module_from_spec(_spec))
 if not hasattr(record_watch, "Watch"):

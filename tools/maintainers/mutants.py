@@ -2,9 +2,9 @@
 
 Usage::
 
-    .venv/bin/python tools/mutants.py                  # every mutant; writes docs/mutants.md
-    .venv/bin/python tools/mutants.py --only ring_traffic_x3 --no-write
-    .venv/bin/python tools/mutants.py --list
+    .venv/bin/python tools/maintainers/mutants.py                  # every mutant; writes docs/mutants.md
+    .venv/bin/python tools/maintainers/mutants.py --only ring_traffic_x3 --no-write
+    .venv/bin/python tools/maintainers/mutants.py --list
 
 Each mutant replaces one exact snippet of one file (it must occur exactly once, so a refactoring
 that moves the code makes the tool fail loudly instead of testing nothing). The course is copied to
@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "mutants.md"
 IGNORE = shutil.ignore_patterns(".venv", ".git", "__pycache__", ".mypy_cache", ".pytest_cache", "runs",
                                 "artifacts", "*.egg-info", "build")
@@ -127,7 +127,7 @@ def check_applicable(mutant: Mutant, root: Path = ROOT) -> None:
     count = text.count(mutant.old)
     if count != 1:
         raise ValueError(f"mutant {mutant.name}: the snippet occurs {count} times in {mutant.path} "
-                         f"(expected once); update tools/mutants.py: {mutant.old!r}")
+                         f"(expected once); update tools/maintainers/mutants.py: {mutant.old!r}")
     for test in mutant.tests:
         if not (root / test.split("::")[0]).is_file():
             raise ValueError(f"mutant {mutant.name}: test file {test} does not exist")
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_write:
         RESULTS.write_text(
             "# Mutants: which check kills which deliberate bug\n\n"
-            "Written by `.venv/bin/python tools/mutants.py` (issue 20, point 9). Each mutant is applied "
+            "Written by `.venv/bin/python tools/maintainers/mutants.py` (issue 20, point 9). Each mutant is applied "
             "to a scratch copy of the course; the tests listed must then fail. The last column names "
             "the first failing test.\n\n" + text + "\n")
     print(text)

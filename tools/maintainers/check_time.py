@@ -1,9 +1,9 @@
 """What the course's own check costs, recorded run by run (issue 31).
 
-Two measurements, each appended as JSON lines to ``benchmarks/results/<date>-<host>-check-time.jsonl``:
+Two measurements, each appended as JSON lines to ``tools/maintainers/results/<date>-<host>-check-time.jsonl``:
 
-    .venv/bin/python -m benchmarks.check_time fresh --runs 3    # a fresh clone's CI, set-up included
-    .venv/bin/python -m benchmarks.check_time busy --runs 3     # the notebooks' strict nbval beside a busy core
+    .venv/bin/python -m tools.maintainers.check_time fresh --runs 3    # a fresh clone's CI, set-up included
+    .venv/bin/python -m tools.maintainers.check_time busy --runs 3     # the notebooks' strict nbval beside a busy core
 
 ``fresh`` clones this repository's committed HEAD into a scratch folder and runs ``CI=true bash .ci/run``
 there (what CI does), so nothing of this checkout's venv or build is reused. ``busy`` runs ``make test-busy``
@@ -16,7 +16,7 @@ lower is faster), how many processes outlived the run (``leftovers``: orphans th
 afterwards), and the commit. The driver is a child subreaper: an interrupt (Ctrl+C, or SIGINT/SIGTERM to the
 driver alone) ends every process of the run, daemons that left its session included (SIGINT, 30 s for
 pytest's teardown, then SIGTERM and SIGKILL). The whole output of each run is kept in ``build/check-time/`` (not committed), with the per-test
-profile of benchmarks/suite_profile.py beside it (``<log>.profile.jsonl``; ``python -m benchmarks.suite_profile
+profile of tools/maintainers/suite_profile.py beside it (``<log>.profile.jsonl``; ``python -m tools.maintainers.suite_profile
 FILE`` sums it per file). ``--summary``
 prints the table of a results file.
 """
@@ -36,11 +36,11 @@ import time
 from datetime import date
 from pathlib import Path
 
-from benchmarks import suite_profile
+from tools.maintainers import suite_profile
 from course_lib.environment.machine import describe_machine, load_average, speed_probe
 from course_lib.runner.watchdog import alive, become_subreaper, escalate, is_subreaper, reap_adopted, scan_descendants
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SETUP_DONE = re.compile(r"\[setup\] done in (\d+) s")
 TEARDOWN_GRACE_S = (30.0, 5.0)  # after SIGINT (pytest's fixtures tear down), after SIGTERM
 
@@ -110,7 +110,7 @@ def commit() -> str:
 
 
 def profiled(env: dict[str, str], profile: Path) -> dict[str, str]:
-    """``env`` plus the per-test profile of benchmarks/suite_profile.py, written to ``profile``."""
+    """``env`` plus the per-test profile of tools/maintainers/suite_profile.py, written to ``profile``."""
     opts = " ".join(filter(None, [env.get("PYTEST_ADDOPTS", ""), suite_profile.PLUGIN_OPTION]))
     return {**env, "PYTEST_ADDOPTS": opts, "COURSE_SUITE_PROFILE": str(profile)}
 
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("kind", choices=["fresh", "busy"], nargs="?")
     parser.add_argument("--runs", type=int, default=1, help="how many runs, one after another (default 1)")
-    parser.add_argument("--out", type=Path, help="results file (default benchmarks/results/<date>-<host>-check-time.jsonl)")
+    parser.add_argument("--out", type=Path, help="results file (default tools/maintainers/results/<date>-<host>-check-time.jsonl)")
     parser.add_argument("--summary", type=Path, help="print the table of a results file and exit")
     args = parser.parse_args(argv)
     if args.summary:
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--runs must be 1 or more, got {args.runs}")
     as_driver()
     machine = describe_machine()
-    out = args.out or ROOT / "benchmarks" / "results" / f"{date.today()}-vm-check-time.jsonl"
+    out = args.out or ROOT / "tools" / "maintainers" / "results" / f"{date.today()}-vm-check-time.jsonl"
     worst = 0
     for index in range(args.runs):
         tested = commit()   # before the run: HEAD may move while it runs (the clone is of this commit)

@@ -2,8 +2,8 @@
 
 A pytest plugin and a summary, both off unless asked for:
 
-    COURSE_SUITE_PROFILE=/tmp/profile.jsonl .venv/bin/python -m pytest -p benchmarks.suite_profile ...
-    .venv/bin/python -m benchmarks.suite_profile /tmp/profile.jsonl      # the table, slowest files first
+    COURSE_SUITE_PROFILE=/tmp/profile.jsonl .venv/bin/python -m pytest -p tools.maintainers.suite_profile ...
+    .venv/bin/python -m tools.maintainers.suite_profile /tmp/profile.jsonl      # the table, slowest files first
 
 For each test the plugin writes one JSON line: its node id, start and stop (seconds since the epoch), and
 the machine's busy CPU-seconds over that interval, read from ``/proc/stat`` (every process on the machine,
@@ -31,13 +31,13 @@ from typing import Iterator
 import pytest
 
 ENV = "COURSE_SUITE_PROFILE"
-#: How benchmarks/check_time.py loads this plugin through PYTEST_ADDOPTS.
-PLUGIN_OPTION = "-p benchmarks.suite_profile"
+#: How tools/maintainers/check_time.py loads this plugin through PYTEST_ADDOPTS.
+PLUGIN_OPTION = "-p tools.maintainers.suite_profile"
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """Keep the plugin out of the pytest runs that tests start in scratch copies of the course (they inherit
-    PYTEST_ADDOPTS, and a copy without benchmarks/ cannot import this module: a fresh clone's profiled run
+    PYTEST_ADDOPTS, and a copy without tools/maintainers/ cannot import this module: a fresh clone's profiled run
     failed tests/test_extending.py that way). The session that loaded it keeps profiling. A pytest-xdist
     controller leaves it in: its workers, which run the tests, start after it and load the plugin from there."""
     opts = os.environ.get("PYTEST_ADDOPTS", "")

@@ -2,16 +2,16 @@
 
 Usage::
 
-    .venv/bin/python tools/reading_time.py            # a table: words, code lines, exercises, minutes per notebook
+    .venv/bin/python tools/maintainers/reading_time.py            # a table: words, code lines, exercises, minutes per notebook
 
 The same estimate is shown beside the machine time in each notebook's intro line and in the README's and the
-instructor guide's tables (tools/run_times.py); tests/test_reading_time.py holds 00-06 to issue 45's budget.
+instructor guide's tables (tools/maintainers/run_times.py); tests/test_reading_time.py holds 00-06 to issue 45's budget.
 
 The rates (issue 45): 150 words a minute of markdown and code comments, 7 code lines a minute, 5 minutes an
 exercise and 20 a coding or change-the-experiment one. The estimate counts what the learner edition shows: cells
 tagged ``solution`` or ``instructor`` are left out (tools/student.py removes them), and so are ``<!-- ... -->``
 comments and the generated blocks between ``<!-- NAME:begin ... -->`` and ``<!-- NAME:end -->`` markers (the
-run-time line that tools/run_times.py writes into each intro cell, with this estimate, is not counted in it). An exercise is a ``**Exercise N.**`` in markdown; one
+run-time line that tools/maintainers/run_times.py writes into each intro cell, with this estimate, is not counted in it). An exercise is a ``**Exercise N.**`` in markdown; one
 written ``**Exercise N (coding).**``, ``(code)``, ``(change the experiment)`` or ``(change the analysis)`` counts 20
 minutes. Machine time (the run times) is not part of it.
 """
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import nbformat
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 WORDS_PER_MINUTE = 150
 CODE_LINES_PER_MINUTE = 7
 EXERCISE_MINUTES = 5

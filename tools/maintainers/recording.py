@@ -1,6 +1,6 @@
 """One recording of the course: its id, the notebooks' ``machine:`` stamps, and whether they all agree.
 
-``make record`` (tools/run_notebooks.py) records every notebook in one run on one machine; each notebook's first
+``make record`` (tools/maintainers/run_notebooks.py) records every notebook in one run on one machine; each notebook's first
 output line is its stamp (course_lib.environment.machine.stamp), completed by the recorder with the load at the
 notebook's end and the recording's id. :func:`disagreements` says where the committed notebooks and
 ``docs/run_times.json`` fail to be one recording: a stamp missing or not completed, two stamps naming different
@@ -22,7 +22,7 @@ from typing import Any
 
 import nbformat
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 from course_lib.environment.machine import STAMP_PREFIX, parse_stamp, stamp  # noqa: E402

@@ -3,18 +3,18 @@ development run.
 
 Usage::
 
-    make record                    # = .venv/bin/python tools/run_notebooks.py --record   (every notebook, in order)
+    make record                    # = .venv/bin/python tools/maintainers/run_notebooks.py --record   (every notebook, in order)
     make record NB=05              # = ... --record 05    (NB takes numbers or paths: NB="03 05")
-    .venv/bin/python tools/run_notebooks.py notebooks/02_mirrored_strategy.ipynb      # a development run
+    .venv/bin/python tools/maintainers/run_notebooks.py notebooks/02_mirrored_strategy.ipynb      # a development run
 
 Each notebook is executed alone, top to bottom, in a fresh ``python3`` kernel of this environment, with the
 notebook's folder as working directory. Cell ids are kept (missing ones get a stable id derived from the notebook
 name and position), the kernelspec is set to ``python3``, no timing metadata is stored, and the file is replaced
 atomically only when every cell ran without error; its intro cell's generated line (reading-and-doing estimate,
-machine time: tools/run_times.py) is refreshed.
+machine time: tools/maintainers/run_times.py) is refreshed.
 
 **A recording** (``--record``, what the committed course holds) also watches the machine while each notebook
-runs (tools/record_watch.py) and REFUSES to write the notebook (its file stays as it was; exit status 3; one
+runs (tools/maintainers/record_watch.py) and REFUSES to write the notebook (its file stays as it was; exit status 3; one
 message says why and what to do) when, during its run, other processes used more CPU than the limits allow
 (0.10 cores on average over the run, 0.5 over any 20 s: docs/recording.md), another course run held a slot, a
 launch of the notebook waited in the slot queue or a cell printed a queue line, or the notebook's first output
@@ -43,7 +43,7 @@ from typing import Any
 import nbformat
 from nbclient import NotebookClient
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from course_lib.environment.machine import complete_stamp, load_average, parse_stamp  # noqa: E402
 from course_lib.training.files import atomic_write_text  # noqa: E402  (after the path is set)
@@ -51,7 +51,7 @@ from course_lib.training.files import atomic_write_text  # noqa: E402  (after th
 
 def _tool(name: str) -> ModuleType:
     """A module of tools/, loaded by its path (tools/ on sys.path would shadow the standard library's site)."""
-    spec = importlib.util.spec_from_file_location(f"course_tools_{name}", ROOT / "tools" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"course_tools_{name}", ROOT / "tools" / "maintainers" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     if spec.name not in sys.modules:
         sys.modules[spec.name] = importlib.util.module_from_spec(spec)
