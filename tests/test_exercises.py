@@ -917,3 +917,18 @@ def test_02_notebook_solution_replica_step(replica_step_runs: tuple[str, str]) -
     found = json.loads(out.strip().splitlines()[-1])
     assert found["verdicts"] == {"solution": True, "per_replica_batch": False, "fixed_global_batch": False,
                                  "no_update": False}, out
+
+
+def test_the_replica_step_check_refuses_a_one_replica_strategy_before_running_anything(capsys) -> None:
+    """02's coding check needs 2 replicas to tell a right step from a wrong one; with 1 it says so and what to pass,
+    without calling the learner's function (which would raise if it ran)."""
+    from types import SimpleNamespace
+
+    from course_lib.lessons.checks.mirrored_strategy import check_replica_step
+
+    def step(*_args):
+        raise AssertionError("the check ran the learner's step with one replica")
+
+    assert check_replica_step(step, SimpleNamespace(num_replicas_in_sync=1)) is False
+    out = capsys.readouterr().out
+    assert "[02.replica_step]" in out and "at least 2 replicas, got 1" in out and "2-replica `strategy`" in out
