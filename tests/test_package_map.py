@@ -2,6 +2,7 @@
 and table of ``docs/architecture.md`` list every module under its layer, and state the layer graph that
 ``tests/test_layers.py`` enforces (``MAY_IMPORT``). A new module that is not written into both fails here,
 and so does a changed graph; the last tests plant each mistake in a scratch copy and watch the check fail.
+A module of a layer's sub-package (``training/machine/capacity.py``) is named ``machine.capacity`` in both, never bare.
 """
 
 from __future__ import annotations
