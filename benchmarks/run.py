@@ -254,7 +254,7 @@ def run_variant(variant: Variant, data_path: Path, timeout_s: float) -> rounds.M
         else:
             # A one-process variant (the ceiling) holds every core and runs on them: placed on one slot, its
             # threads would share one core while the Horovod variants it is compared with have two.
-            from course_lib.training.hardware import cpu_cores
+            from course_lib.training.machine.hardware import cpu_cores
             result = launch.run_python(variant.script, args, env=env, timeout=timeout_s, output=_printer,
                                        cwd=REPO, slots=variant.slots or cpu_cores(), **other)
     except launch.RunFailedError as exc:
@@ -306,7 +306,7 @@ def run_in_process(command: str, settings: Settings, data_path: Path) -> dict:
             "--images", str(settings.images),
             "--max-extra-rounds", str(settings.max_extra_rounds)]
     print(f"in-process: {command}", flush=True)
-    from course_lib.training.hardware import cpu_cores
+    from course_lib.training.machine.hardware import cpu_cores
     try:
         # Every core: its fits use TensorFlow's default threading and the CPU clock expects every core busy (on
         # one slot the process was pinned to one core and every round read "machine idle 49 %").

@@ -8,9 +8,11 @@ and each layer's imports as ``tests/test_layers.MAY_IMPORT`` enforces them.
 ``training/`` (imports no other layer)
     What a training script needs, and all that ``source_code/`` may import: ``data``, ``fmnist_files``
     and ``tfds_cache`` (real Fashion-MNIST, verified), ``epochs`` (the epoch plan and its batch
-    vocabulary), ``pipeline`` (shards and batches), ``hardware`` (what the machine has), ``capacity``
-    (what it can run: slots, the lessons' plans), ``placement`` and ``slot_files`` (which cores or GPU a
-    worker runs on), ``devices``, ``keras2`` (the one source of Keras: tf_keras, Keras 2), ``models``,
+    vocabulary), ``pipeline`` (shards and batches), ``machine/`` (where a worker runs on this machine:
+    ``machine.hardware``, what it has; ``machine.capacity``, what it can run: slots, the lessons' plans;
+    ``machine.placement`` and ``machine.slot_files``, which cores or GPU a worker runs on), ``devices``
+    (TensorFlow's devices; the notebooks' one import for machine facts), ``keras2`` (the one source of
+    Keras: tf_keras, Keras 2), ``models``,
     ``optimizers`` (LARS, LAMB), ``accumulation`` (gradient accumulation), ``callbacks`` and
     ``throughput`` (images/s), ``cpuclock`` (CPU time of an epoch), ``consumption`` (which examples a
     run trained on), ``flags`` (the scripts' shared flags), ``report`` (a script's config and result

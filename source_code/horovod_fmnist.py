@@ -114,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     import tensorflow as tf
 
     from course_lib.training import (accumulation, autograph, callbacks, consumption, data, devices, models,
-                                     optimizers, pipeline, placement, report)
+                                     optimizers, pipeline, report)
+    from course_lib.training.machine import placement
 
     autograph.leave_horovod_unconverted()  # start-up: 2-3 s less per rank, the same graph (training/autograph.py)
 

@@ -29,7 +29,7 @@ from torch import nn
 from course_lib.training.consumption import summarize_ids  # Course: the ids each rank trained on
 from course_lib.training.idx_arrays import load_idx_arrays
 from course_lib.training.pipeline import epoch_indices, shard_padding
-from course_lib.training.placement import worker_share  # Course: this worker's granted cores
+from course_lib.training.machine.placement import worker_share  # Course: this worker's granted cores
 
 
 def parse_args():

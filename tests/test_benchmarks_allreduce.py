@@ -94,7 +94,7 @@ def test_callback_section_runs_longer_and_more_rounds_than_the_others():
 
 def test_in_process_sections_hold_every_core(monkeypatch):
     from course_lib.runner import launch
-    from course_lib.training.hardware import cpu_cores
+    from course_lib.training.machine.hardware import cpu_cores
 
     held = {}
 

@@ -1,5 +1,5 @@
-"""What a machine can run (course_lib.training.capacity) and how a run's slots are cut and handed to its
-ranks (course_lib.training.placement, course_lib.runner.placing, course_lib.runner.place_rank), on fake
+"""What a machine can run (course_lib.training.machine.capacity) and how a run's slots are cut and handed to its
+ranks (course_lib.training.machine.placement, course_lib.runner.placing, course_lib.runner.place_rank), on fake
 machines: 0, 1, 2 and 8 GPUs (a fake ``nvidia-smi``), ``$COURSE_SLOTS``, a cpuset smaller than the core count.
 No process is launched here (tests/test_placement.py launches real runs)."""
 
@@ -13,9 +13,9 @@ import pytest
 from course_lib.runner import placing, preflight
 from course_lib.runner.place_rank import placed_environment
 from course_lib.runner.preflight import LaunchError
-from course_lib.training import capacity, hardware, placement
-from course_lib.training.capacity import CapacityError, machine_capacity, plan_workers
-from course_lib.training.placement import GRANT_ENV, PLACEMENT_ENV, Placement, Share, cut_shares, rank_index
+from course_lib.training.machine import capacity, hardware, placement
+from course_lib.training.machine.capacity import CapacityError, machine_capacity, plan_workers
+from course_lib.training.machine.placement import GRANT_ENV, PLACEMENT_ENV, Placement, Share, cut_shares, rank_index
 
 GPUS = (0, 1, 2, 8)
 CORES = (1, 2, 4, 16)
@@ -128,6 +128,13 @@ def test_one_gpu_machine_runs_the_lessons_on_cpu_and_hides_the_gpu(tmp_path, mon
     request = placing.plan_placement(2, device=plan.device)
     assert request is not None and request.device == "cpu" and request.hide_gpus
     assert placing.plan_placement(1).device == "gpu"               # a 1-worker run may use the GPU
+
+
+@pytest.mark.parametrize("gpus, kind, simulated", [
+    (0, "cpu", True), (1, "gpu", True), (2, "gpu", False), (8, "gpu", False)])
+def test_mirrored_layout_for_every_gpu_count(gpus, kind, simulated):
+    assert capacity.mirrored_layout(2, gpus) == (kind, simulated)
+    assert capacity.mirrored_layout(1, gpus)[1] is False    # one replica is never simulated
 
 
 @pytest.mark.parametrize("kwargs", [dict(gpus=-1), dict(cores=True), dict(at_least=1),

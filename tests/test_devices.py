@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 import os
-import stat
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from course_lib.training import devices, hardware
+from course_lib.training import devices
+from course_lib.training.machine import capacity, hardware, placement, slot_files
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_python(code: str, tmp_path, timeout: int = 300) -> dict:
@@ -26,26 +30,6 @@ def run_python(code: str, tmp_path, timeout: int = 300) -> dict:
 def test_bad_n_raises_value_error(n):
     with pytest.raises(ValueError, match="n must be an int"):
         devices.simulate_devices(n)
-
-
-def _fake_nvidia_smi(tmp_path, body: str, monkeypatch):
-    exe = tmp_path / "nvidia-smi"
-    exe.write_text("#!/bin/sh\n" + body + "\n")
-    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("PATH", str(tmp_path))
-
-
-def test_gpu_names_parses_nvidia_smi(tmp_path, monkeypatch):
-    _fake_nvidia_smi(tmp_path, "echo 'GPU 1: NVIDIA A100-SXM4-40GB (UUID: GPU-bbb)'\n"
-                               "echo 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-aaa)'", monkeypatch)
-    assert devices.gpu_names() == ["NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB"]
-
-
-def test_gpu_names_empty_when_missing_or_failing(tmp_path, monkeypatch):
-    monkeypatch.setenv("PATH", str(tmp_path))
-    assert devices.gpu_names() == []
-    _fake_nvidia_smi(tmp_path, "echo 'NVIDIA-SMI has failed' >&2; exit 9", monkeypatch)
-    assert devices.gpu_names() == []
 
 
 def test_report_text_says_what_is_simulated():
@@ -110,10 +94,11 @@ def test_configure_worker_shares_cpu_cores(tmp_path):
     code = """
 import json, tensorflow as tf
 from course_lib.training import devices
+from course_lib.training.machine import hardware
 name = devices.configure_worker(1, local_size=2)
 print(json.dumps({"name": name, "intra": tf.config.threading.get_intra_op_parallelism_threads(),
                   "inter": tf.config.threading.get_inter_op_parallelism_threads(),
-                  "gpus": len(tf.config.list_physical_devices("GPU")), "cores": devices.cpu_cores()}))
+                  "gpus": len(tf.config.list_physical_devices("GPU")), "cores": hardware.cpu_cores()}))
 """
     result = run_python(code, tmp_path)
     if result["gpus"]:
@@ -187,53 +172,59 @@ def test_mirrored_strategy_fit_on_simulated_devices(mirrored: dict) -> None:
     assert r["later_epochs"] == [1] and r["later_batches"] == r["steps"] and r["later_ids"] == 1024
 
 
-# The lessons' plans (plan_workers, machine_capacity) for every machine shape: tests/test_capacity.py.
+# What the machine has (gpu_names, cores_per_worker, gpu_for_rank): tests/test_hardware.py; the lessons' plans
+# (plan_workers, machine_capacity, mirrored_layout) for every machine shape: tests/test_capacity.py.
 CORES = (1, 2, 4, 16)
 GPUS = (0, 1, 2, 8)
-
-
-@pytest.mark.parametrize("cores, local_size, threads", [
-    (1, 1, 1), (1, 2, 1), (2, 1, 2), (2, 2, 1), (4, 2, 2), (4, 3, 1), (16, 2, 8), (16, 8, 2), (16, 32, 1),
-])
-def test_cores_per_worker_shares_the_cores(cores, local_size, threads):
-    assert devices.cores_per_worker(local_size, cores) == threads
-
-
-def test_cores_per_worker_defaults_to_this_machine(monkeypatch):
-    for cores in CORES:
-        monkeypatch.setattr(hardware, "cpu_cores", lambda c=cores: c)
-        assert devices.cores_per_worker(2) == max(1, cores // 2)
-
-
-@pytest.mark.parametrize("bad", [dict(local_size=0), dict(local_size=True), dict(local_size=2, cores=0)])
-def test_cores_per_worker_rejects_bad_input(bad):
-    with pytest.raises(ValueError, match="must be an int"):
-        devices.cores_per_worker(**bad)
-
-
-@pytest.mark.parametrize("gpus", [1, 2, 8])
-def test_gpu_for_rank_pins_one_gpu_per_local_rank(gpus):
-    pinned = [devices.gpu_for_rank(rank, gpus) for rank in range(8)]
-    assert pinned[:gpus] == list(range(gpus))                  # one worker per GPU first
-    assert pinned == [rank % gpus for rank in range(8)]         # then they share
-    with pytest.raises(ValueError):
-        devices.gpu_for_rank(0, 0)
-
-
-@pytest.mark.parametrize("gpus, kind, simulated", [
-    (0, "cpu", True), (1, "gpu", True), (2, "gpu", False), (8, "gpu", False)])
-def test_mirrored_layout_for_every_gpu_count(gpus, kind, simulated):
-    assert devices.mirrored_layout(2, gpus) == (kind, simulated)
-    assert devices.mirrored_layout(1, gpus)[1] is False    # one replica is never simulated
 
 
 @pytest.mark.parametrize("cores", CORES)
 @pytest.mark.parametrize("gpus", GPUS)
 def test_machine_facts_are_printed_on_masked_lines(gpus, cores):
     names = ["NVIDIA H100 80GB HBM3"] * gpus
-    line = devices.machine_line(names, cores)
+    line = hardware.machine_line(names, cores)
     assert line.startswith("on this machine: ") and "\n" not in line and f"{cores} CPU core" in line
     report = devices.DeviceReport(names, cores, ["/cpu:0", "/cpu:1"], True, 1024 if gpus else None)
     shown = report.text(prefix="on this machine: ")
     assert all(row.startswith("on this machine: ") for row in shown.splitlines())
     assert shown.replace("on this machine: ", "") == report.text()
+
+
+# ------------------------------------------------------------------ the notebooks' one import for machine facts
+def _notebook_calls() -> set[str]:
+    """Every ``devices.NAME`` a notebook's code calls (the import ``from course_lib.training import devices``)."""
+    called: set[str] = set()
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            if cell["cell_type"] == "code":
+                called |= set(re.findall(r"\bdevices\.(\w+)", "".join(cell["source"])))
+    return called
+
+
+def _machine_names() -> set[str]:
+    """Every public name of course_lib.training.machine's modules that devices does not define itself."""
+    own = set(devices.__all__) - set(devices.NOTEBOOK_MACHINE_FACTS)   # e.g. devices.describe, its own
+    return {name for module in (hardware, capacity, placement, slot_files) for name in module.__all__} - own
+
+
+def test_devices_hands_on_exactly_the_machine_facts_the_notebooks_call():
+    """devices re-exports a machine fact only because a notebook calls it there, and hands on the home's object."""
+    called = _notebook_calls() & _machine_names()
+    assert set(devices.NOTEBOOK_MACHINE_FACTS) == called, "devices.NOTEBOOK_MACHINE_FACTS is not what notebooks call"
+    assert set(devices.__all__) & _machine_names() == called
+    homes = {name: module for module in (hardware, capacity) for name in module.__all__}
+    for name in called:
+        assert getattr(devices, name) is getattr(homes[name], name), name
+
+
+def test_no_code_outside_the_notebooks_takes_a_machine_fact_from_devices():
+    """Scripts, the package, tests, tools and benchmarks import each machine fact from its home (no chains)."""
+    names = "|".join(sorted(_machine_names()))
+    pattern = re.compile(rf"\bdevices\.({names})\b|from course_lib\.training\.devices import [^\n]*\b({names})\b")
+    found = []
+    for folder in ("course_lib", "source_code", "tests", "tools", "benchmarks", "instructor"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if path == ROOT / "course_lib" / "training" / "devices.py":
+                continue
+            found += [f"{path.relative_to(ROOT)}: {m.group(0)}" for m in pattern.finditer(path.read_text("utf-8"))]
+    assert found == []

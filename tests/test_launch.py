@@ -228,7 +228,7 @@ def test_bad_input_is_rejected_with_a_clear_message(kwargs, message, monkeypatch
         raise AssertionError("a process was started despite bad input")
 
     monkeypatch.setattr(processes, "stream_command", must_not_start)
-    monkeypatch.setattr("course_lib.training.capacity.cpu_core_ids", lambda: (0, 1, 2, 3))
+    monkeypatch.setattr("course_lib.training.machine.capacity.cpu_core_ids", lambda: (0, 1, 2, 3))
     call = {"script": SLEEP, "num_workers": 2, **kwargs}
     with pytest.raises(LaunchError, match=message):
         run_horovod(**call)
@@ -251,7 +251,7 @@ def test_a_folder_given_as_script_is_named_a_folder(tmp_path):
 
 
 def test_too_many_workers_says_how_to_oversubscribe(monkeypatch):
-    monkeypatch.setattr("course_lib.training.capacity.cpu_core_ids", lambda: (0, 1))
+    monkeypatch.setattr("course_lib.training.machine.capacity.cpu_core_ids", lambda: (0, 1))
     monkeypatch.setattr("course_lib.runner.placing.gpu_count", lambda: 0)
     with pytest.raises(LaunchError, match=r"exceeds the 2 slots of this machine \(2 CPU cores \(0, 1\)\)"
                                           ".*pass oversubscribe=True"):

@@ -2,6 +2,7 @@
 and table of ``docs/architecture.md`` list every module under its layer, and state the layer graph that
 ``tests/test_layers.py`` enforces (``MAY_IMPORT``). A new module that is not written into both fails here,
 and so does a changed graph; the last tests plant each mistake in a scratch copy and watch the check fail.
+A module of a layer's sub-package (``training/machine/capacity.py``) is named ``machine.capacity`` in both, never bare.
 """
 
 from __future__ import annotations
@@ -18,9 +19,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def layer_modules(root: Path) -> dict[str, set[str]]:
-    """The modules of each layer folder (``__init__`` left out)."""
-    return {layer: {p.stem for p in (root / "course_lib" / layer).glob("*.py") if p.stem != "__init__"}
-            for layer in ORDER}
+    """The modules of each layer folder (``__init__`` left out); a module of a sub-package is ``sub.module``.
+
+    The rule for a sub-package of a layer (``training/machine/``, say): the map names each of its modules as
+    ``machine.capacity``, in the package docstring (````machine.capacity````) and in docs/architecture.md's block.
+    """
+    found: dict[str, set[str]] = {}
+    for layer in ORDER:
+        folder = root / "course_lib" / layer
+        found[layer] = {".".join(p.relative_to(folder).with_suffix("").parts) for p in folder.rglob("*.py")
+                        if p.stem != "__init__" and "__pycache__" not in p.parts}
+    return found
 
 
 def _imports_named(text: str) -> set[str]:
@@ -44,7 +53,7 @@ def docstring_problems(root: Path) -> list[str]:
             problems.append(f"the docstring says {layer}/ imports {head.group(2)!r}; tests/test_layers.MAY_IMPORT "
                             f"says {sorted(MAY_IMPORT[layer]) or 'nothing'}")
         section = doc[head.end(): heads[i + 1].start() if i + 1 < len(heads) else len(doc)]
-        named = set(re.findall(r"``(\w+)``", section))
+        named = set(re.findall(r"``(\w+(?:\.\w+)*)``", section))
         missing = sorted(layer_modules(root)[layer] - named)
         if missing:
             problems.append(f"the docstring's {layer}/ section does not name {missing}")
@@ -62,7 +71,8 @@ def architecture_problems(root: Path) -> list[str]:
     ordered = sorted(starts.items(), key=lambda item: item[1])
     for i, (layer, start) in enumerate(ordered):
         lines = block[start: ordered[i + 1][1] if i + 1 < len(ordered) else len(block)]
-        missing = sorted(m for m in layer_modules(root).get(layer, set()) if not re.search(rf"\b{m}\b", lines))
+        missing = sorted(m for m in layer_modules(root).get(layer, set())
+                         if not re.search(rf"(?<![\w.]){re.escape(m)}(?![\w.]*\w)", lines))
         if missing:
             problems.append(f"the layers block's {layer}/ lines do not name {missing}")
     table = dict(re.findall(r"^\| (\w+) \| ([^|]+) \|$", text, re.M))
@@ -90,11 +100,25 @@ def _scratch(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_a_module_missing_from_the_map_fails(tmp_path):
+@pytest.mark.parametrize("planted", ["training/planted.py", "training/machine/planted.py"])
+def test_a_module_missing_from_the_map_fails(tmp_path, planted):
+    """A new module of a layer, or of a layer's sub-package (named ``machine.planted`` in the map)."""
     root = _scratch(tmp_path)
-    (root / "course_lib" / "training" / "planted.py").write_text('"""A new module nobody wrote into the map."""\n')
-    assert any("planted" in p for p in docstring_problems(root))
-    assert any("planted" in p for p in architecture_problems(root))
+    (root / "course_lib" / planted).write_text('"""A new module nobody wrote into the map."""\n')
+    name = planted.removeprefix("training/").removesuffix(".py").replace("/", ".")
+    assert any(repr(name) in p for p in docstring_problems(root))
+    assert any(repr(name) in p for p in architecture_problems(root))
+
+
+def test_a_sub_package_module_named_bare_fails(tmp_path):
+    """``slot_files`` alone does not name ``training/machine/slot_files.py``: the map must say ``machine.slot_files``."""
+    root = _scratch(tmp_path)
+    for path in (root / "course_lib" / "__init__.py", root / "docs" / "architecture.md"):
+        text = path.read_text(encoding="utf-8")
+        assert "machine.slot_files" in text
+        path.write_text(text.replace("machine.slot_files", "slot_files"), encoding="utf-8")
+    assert any("'machine.slot_files'" in p for p in docstring_problems(root))
+    assert any("'machine.slot_files'" in p for p in architecture_problems(root))
 
 
 @pytest.mark.parametrize("where", ["docstring", "table"])

@@ -20,8 +20,8 @@ import pytest
 
 from course_lib.runner import launch, multiworker, slots
 from course_lib.runner.launch import SlotsBusyError
-from course_lib.training.capacity import machine_capacity
-from course_lib.training.placement import parse_cores
+from course_lib.training.machine.capacity import machine_capacity
+from course_lib.training.machine.placement import parse_cores
 
 ROOT = Path(__file__).resolve().parents[1]
 WHERE = ROOT / "tests" / "scripts" / "where_hvd.py"
@@ -96,7 +96,7 @@ def test_a_plain_horovodrun_with_two_hosts_never_confines_both_ranks_to_one_core
 
 def _holder(count: int) -> subprocess.Popen:
     """Another process that holds ``count`` of the machine's core slots until killed."""
-    code = ("import time\nfrom course_lib.runner import slots\nfrom course_lib.training.capacity import "
+    code = ("import time\nfrom course_lib.runner import slots\nfrom course_lib.training.machine.capacity import "
             f"machine_capacity\ng = slots.acquire({count}, capacity=machine_capacity('cpu'), "
             "script='holder.py', workers=1, timeout_s=60)\nprint('held', g.slots, flush=True)\n"
             "time.sleep(600)\n")

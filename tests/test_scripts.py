@@ -222,7 +222,7 @@ def test_ranks_end_with_identical_weights(reference: dict) -> None:
     # The final checkpoint holds exactly these weights.
     assert _of(reference["events"], "checkpoint")[-1]["digest"] == digests[0]
     # A plain horovodrun (no launcher, no grant): rank 0 of 2 with one thread each claims one free core
-    # of this machine for itself (course_lib.training.placement.worker_share) and keeps to it.
+    # of this machine for itself (course_lib.training.machine.placement.worker_share) and keeps to it.
     (config,) = _of(reference["events"], "config")
     assert config["placement"] == "claimed", config
     assert len(config["cpu_cores"]) == 1 and config["cpu_cores"][0] in os.sched_getaffinity(0), config

@@ -23,9 +23,9 @@ import pytest
 from course_lib.runner import launch, processes, slots
 from course_lib.runner.launch import LaunchError, RunStoppedError, SlotsBusyError, run_python
 from course_lib.runner.processes import ProcessOutcome
-from course_lib.training import capacity
-from course_lib.training.capacity import Capacity
-from course_lib.training.placement import PLACEMENT_ENV, Placement
+from course_lib.training.machine import capacity
+from course_lib.training.machine.capacity import Capacity
+from course_lib.training.machine.placement import PLACEMENT_ENV, Placement
 
 #: A fake machine of two core slots (ids 0 and 1), whatever this machine has.
 CAP2 = Capacity("cpu", (0, 1), 0, (0, 1))
@@ -45,7 +45,7 @@ def holder_process(count: int, script: str = "holder.py") -> subprocess.Popen:
     code = textwrap.dedent(f"""
         import time
         from course_lib.runner import slots
-        from course_lib.training.capacity import Capacity
+        from course_lib.training.machine.capacity import Capacity
         grant = slots.acquire({count}, capacity=Capacity("cpu", (0, 1), 0, (0, 1)), script={script!r},
                               workers={count}, timeout_s=300)
         print("held", grant.slots, flush=True)
@@ -114,7 +114,7 @@ def test_the_oldest_waiter_goes_first_and_dead_waiters_are_skipped(private_slots
     holder = holder_process(2)
     waiter = subprocess.Popen(  # queues before us for 1 slot
         [sys.executable, "-c", "from course_lib.runner import slots; "
-         "from course_lib.training.capacity import Capacity; "
+         "from course_lib.training.machine.capacity import Capacity; "
          "g = slots.acquire(1, capacity=Capacity('cpu', (0, 1), 0, (0, 1)), notify=lambda m: print(m, flush=True), poll_s=0.1); "
          "print('granted', g.slots, flush=True)"],
         cwd=ROOT, stdout=subprocess.PIPE, text=True)

@@ -12,7 +12,7 @@ error naming hostB, and leave no process on either host; an elastic job must car
 its last epoch, and re-admit hostB once its link is back. The detection times are printed (``-s``).
 
 The two hosts are one machine: they share its file system and its cores. The ranks' slot files
-(course_lib.training.placement) are machine-wide, so the two ranks claim different cores; each rank is
+(course_lib.training.machine.placement) are machine-wide, so the two ranks claim different cores; each rank is
 told its share (``--threads-per-worker 1``), since each "host" would otherwise believe it has the whole
 machine to itself (local size 1) and the first rank would claim every core.
 

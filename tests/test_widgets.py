@@ -30,8 +30,8 @@ needs_horovod = pytest.mark.requires("horovodrun")  # missing: a failure with th
 def two_cores(monkeypatch) -> None:
     """A fake machine of 2 cores and no GPU, whatever this one has (the panel's slots follow it)."""
     monkeypatch.delenv("COURSE_SLOTS", raising=False)
-    monkeypatch.setattr("course_lib.training.capacity.cpu_core_ids", lambda: (0, 1))
-    monkeypatch.setattr("course_lib.training.capacity.gpu_names", lambda: [])
+    monkeypatch.setattr("course_lib.training.machine.capacity.cpu_core_ids", lambda: (0, 1))
+    monkeypatch.setattr("course_lib.training.machine.capacity.gpu_names", lambda: [])
 
 
 @pytest.fixture

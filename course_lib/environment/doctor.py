@@ -23,7 +23,7 @@ from course_lib.environment import tensorflow_build
 from course_lib.environment.frameworks import frameworks_venv, frameworks_versions
 from course_lib.runner.preflight import LaunchError, find_horovodrun
 from course_lib.training import fmnist_files
-from course_lib.training.devices import cpu_cores, gpu_names
+from course_lib.training.machine.hardware import cpu_cores, gpu_names
 from course_lib.training.files import course_root
 
 __all__ = ["Check", "DoctorReport", "run_checks", "horovod_build_info", "package_version"]

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from course_lib.environment.doctor import package_version  # one place reads package versions
-from course_lib.training.hardware import cpu_cores, gpu_names
+from course_lib.training.machine.hardware import cpu_cores, gpu_names
 
 __all__ = ["cpu_model", "load_average", "speed_probe", "describe_machine", "stamp", "STAMP_PREFIX", "parse_stamp",
            "complete_stamp"]

@@ -29,7 +29,7 @@ import tomllib
 from typing import Mapping
 
 from course_lib.training.files import course_root
-from course_lib.training.hardware import gpu_names
+from course_lib.training.machine.hardware import gpu_names
 
 __all__ = ["BUILDS", "PROVIDES", "tensorflow_variant", "installed_builds", "expected_build", "unwanted_builds",
            "unmet_requirements"]

@@ -33,7 +33,7 @@ from typing import Any, Sequence
 from course_lib.lessons import scaling
 from course_lib.runner import launch
 from course_lib.runner.launch import LaunchError, RunFailedError, RunStoppedError
-from course_lib.training.capacity import plan_workers
+from course_lib.training.machine.capacity import plan_workers
 from course_lib.training.files import course_root
 from course_lib.training.stats import ci_verdict
 

@@ -8,7 +8,7 @@ what a launch holds on this machine; ``execute`` is the glue every launcher shar
 each rank its share, stream, collect, raise); ``place_rank`` is the rank wrapper that puts a rank on
 its granted cores or GPU; ``processes`` owns process groups and their clean-up (every run under a
 ``watchdog`` that ends it when its caller dies and adopts its orphans); ``slots`` queues for the
-machine's cores or GPUs (the lock files are ``course_lib.training.slot_files``); and ``runlog`` turns
+machine's cores or GPUs (the lock files are ``course_lib.training.machine.slot_files``); and ``runlog`` turns
 output lines into a ``RunResult``.
 ``multiworker`` runs elastic Horovod, several python workers (``supervise``) and plain mpirun;
 ``faults`` holds the fault drills of notebook 06. Imports only the training layer.

@@ -26,7 +26,7 @@ from course_lib.runner import processes, slots
 from course_lib.runner.options import Launch
 from course_lib.runner.placing import PlaceRequest
 from course_lib.runner.runlog import RunResult, names_stream, parse_line, split_interleaved
-from course_lib.training.placement import PLACEMENT_ENV, Placement, cut_shares
+from course_lib.training.machine.placement import PLACEMENT_ENV, Placement, cut_shares
 
 __all__ = ["RunFailedError", "RunTimeoutError", "RunStoppedError", "TagJoiner", "execute", "make_printer"]
 

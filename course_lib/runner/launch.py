@@ -15,7 +15,7 @@ any kernel or user; a launch that does not fit waits in line with a message on s
 through the rank wrapper (:mod:`course_lib.runner.place_rank`), which confines it to ITS granted
 cores (or GPU) before the script starts, so concurrent runs and co-located "hosts" never share a
 core; the script reads its share, and so its threads, from ``$COURSE_GRANT``
-(:func:`course_lib.training.placement.worker_share`). Every run is started under
+(:func:`course_lib.training.machine.placement.worker_share`). Every run is started under
 :mod:`course_lib.runner.watchdog`, so it ends within seconds of its caller's death.
 
 Stopping from another thread (the Stop button of :mod:`course_lib.lessons.widgets`): pass a

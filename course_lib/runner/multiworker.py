@@ -36,7 +36,7 @@ from course_lib.runner.preflight import (
     check_strings, check_worker_range, find_horovodrun, horovod_launcher)
 from course_lib.runner.runlog import RunResult
 from course_lib.runner.supervise import SPEC_VAR
-from course_lib.training.placement import WORKER_INDEX_ENV
+from course_lib.training.machine.placement import WORKER_INDEX_ENV
 
 __all__ = ["DISCOVERY_SCRIPT", "LOCAL_HOSTS", "check_worker_range", "check_ports", "free_ports",
            "tf_config", "build_elastic_command", "build_mpirun_command", "run_elastic",

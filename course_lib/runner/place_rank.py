@@ -2,8 +2,8 @@
 
 The launcher starts every process of a run as ``python -m course_lib.runner.place_rank PROGRAM ARGS``
 (``horovodrun ... python -m course_lib.runner.place_rank python script.py ...``) with the run's
-shares in ``$COURSE_PLACEMENT`` (:class:`course_lib.training.placement.Placement`). The wrapper finds
-its own share from the variables its launcher set (:func:`course_lib.training.placement.rank_index`),
+shares in ``$COURSE_PLACEMENT`` (:class:`course_lib.training.machine.placement.Placement`). The wrapper finds
+its own share from the variables its launcher set (:func:`course_lib.training.machine.placement.rank_index`),
 confines itself to the share's cores (``sched_setaffinity``, inherited across ``exec`` by every thread
 the rank will start), sets ``CUDA_VISIBLE_DEVICES`` to the share's GPU (or to nothing for CPU ranks on a
 GPU machine), records the share in ``$COURSE_GRANT`` for the script, and replaces itself with
@@ -21,8 +21,8 @@ from __future__ import annotations
 import os
 import sys
 
-from course_lib.training.hardware import cpu_core_ids, span
-from course_lib.training.placement import GRANT_ENV, PLACEMENT_ENV, Placement, PlacementError, rank_index
+from course_lib.training.machine.hardware import cpu_core_ids, span
+from course_lib.training.machine.placement import GRANT_ENV, PLACEMENT_ENV, Placement, PlacementError, rank_index
 
 __all__ = ["placed_environment", "main"]
 

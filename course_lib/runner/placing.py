@@ -16,8 +16,9 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from course_lib.runner.preflight import LaunchError, capacity, gpu_count, hosts_are_local
-from course_lib.training.capacity import Capacity
+from course_lib.runner.preflight import LaunchError, capacity, hosts_are_local
+from course_lib.training.machine.capacity import Capacity
+from course_lib.training.machine.hardware import gpu_count
 
 __all__ = ["RANK_WRAPPER", "PlaceRequest", "plan_placement", "parse_hosts", "placed"]
 
@@ -70,7 +71,7 @@ def plan_placement(workers: int, *, hosts: str | None = None, device: str | None
     Args:
         workers: Ranks of the run (for an elastic run, its most).
         hosts: The run's host list; hosts other than this machine: ``None`` is returned (the other
-            machines' ranks place themselves, :func:`course_lib.training.placement.worker_share`).
+            machines' ranks place themselves, :func:`course_lib.training.machine.placement.worker_share`).
         device: ``"cpu"``, ``"gpu"`` or ``None``: GPUs when the machine has one per worker, else CPU
             cores (the GPUs are then hidden from the ranks).
         oversubscribe: Allow more workers than slots (CPU only; the run then holds every slot).

@@ -2,9 +2,10 @@
 
 Every check raises :class:`LaunchError` with one message that says what is wrong and how to fix
 it. Used by :mod:`course_lib.runner.launch`, which re-exports ``LaunchError`` and ``find_horovodrun``,
-and by :mod:`course_lib.runner.multiworker` (ports, elastic worker ranges). What the machine can run is
-asked of :func:`course_lib.training.capacity.machine_capacity` (:func:`capacity` turns its errors into
-``LaunchError``).
+and by :mod:`course_lib.runner.multiworker` (ports, elastic worker ranges). Facts about the machine are
+not decided here: what it can run is :func:`course_lib.training.machine.capacity.machine_capacity` (:func:`capacity`
+checks a launch's ``device`` and ``$COURSE_SLOTS`` against it and turns its refusal into ``LaunchError``) and
+how many GPUs it has is :func:`course_lib.training.machine.hardware.gpu_count`.
 
 Introduced in notebooks/03_horovod.ipynb.
 """
@@ -18,10 +19,9 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from course_lib.training.capacity import Capacity, CapacityError, machine_capacity
-from course_lib.training.hardware import gpu_names
+from course_lib.training.machine.capacity import Capacity, CapacityError, machine_capacity
 
-__all__ = ["LaunchError", "capacity", "hosts_are_local", "find_horovodrun", "horovod_launcher", "gpu_count", "check_hosts",
+__all__ = ["LaunchError", "capacity", "hosts_are_local", "find_horovodrun", "horovod_launcher", "check_hosts",
            "check_script", "check_strings", "check_env", "check_common", "check_mpirun", "check_int",
            "check_worker_range", "check_ports", "CONTROLLERS"]
 
@@ -40,13 +40,12 @@ class LaunchError(ValueError):
     """Bad input or environment, detected before anything is launched."""
 
 
-def gpu_count() -> int:
-    """Number of GPUs on this machine (``course_lib.training.devices.gpu_names``)."""
-    return len(gpu_names())
-
-
 def capacity(device: str | None = None) -> Capacity:
-    """The machine's slots for ``device`` (``"cpu"``, ``"gpu"``, ``None``: GPUs where there are any).
+    """Check ``device`` and ``$COURSE_SLOTS`` against this machine; answer its slots for ``device``.
+
+    An input check, not a second owner: the slots are whatever
+    :func:`course_lib.training.machine.capacity.machine_capacity` says (``"cpu"``, ``"gpu"``, ``None``: GPUs
+    where there are any); only its refusal is turned into the launcher's one error type.
 
     Raises:
         LaunchError: A bad ``device`` or ``$COURSE_SLOTS`` (the message says how to fix it).

@@ -1,6 +1,6 @@
 """Machine-wide worker slots: concurrent learners share one server fairly, and no lock goes stale.
 
-A slot is one concrete CPU core or GPU (:func:`course_lib.training.capacity.machine_capacity`, which
+A slot is one concrete CPU core or GPU (:func:`course_lib.training.machine.capacity.machine_capacity`, which
 also applies ``$COURSE_SLOTS``), and its file is named after it (``cpu-003.lock``, ``gpu-01.lock``) in
 one shared folder, ``$COURSE_SLOTS_DIR`` (default ``/tmp/course-slots``, created world-writable with
 the sticky bit, like ``/tmp``). A run holds a slot by holding an exclusive ``fcntl.flock`` on its file
@@ -8,7 +8,7 @@ for its whole life, in the launching process and in the run's watchdog
 (:mod:`course_lib.runner.watchdog`). The operating system drops a ``flock`` when the last process
 holding it ends, however it ends (SIGKILL included), so a crash never leaves a stale lock, and the
 slots come free only once the run's processes are gone. A :class:`SlotGrant` names the cores or GPUs
-it holds, so concurrent runs are placed on disjoint ones (:mod:`course_lib.training.placement`).
+it holds, so concurrent runs are placed on disjoint ones (:mod:`course_lib.training.machine.placement`).
 
 A launch that does not fit queues: it holds a ticket file (locked the same way, so the tickets
 of dead waiters are ignored), and the oldest live ticket is served first, so a large request is
@@ -16,7 +16,7 @@ not starved by small ones. While it waits, a message says its position, who hold
 (user, pid, script, workers, for how long) and an estimate. With ``wait=False`` it raises
 :class:`SlotsBusyError` naming the holders instead.
 
-The slot files themselves (folder, locks, holders) are :mod:`course_lib.training.slot_files`.
+The slot files themselves (folder, locks, holders) are :mod:`course_lib.training.machine.slot_files`.
 
 Introduced in notebooks/03_horovod.ipynb.
 """
@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Callable
 
 from course_lib.runner.preflight import LaunchError
-from course_lib.training.capacity import Capacity
-from course_lib.training.slot_files import (
+from course_lib.training.machine.capacity import Capacity
+from course_lib.training.machine.slot_files import (
     DEFAULT_DIR, Holder, holders, live_tickets, lock_path, open_lock, slots_dir, try_lock, write_holder)
 
 __all__ = ["SlotsBusyError", "SlotWaitCancelled", "Holder", "SlotGrant", "slots_dir", "holders",
@@ -120,7 +120,7 @@ def acquire(count: int, *, capacity: Capacity, script: str = "?", workers: int =
 
     Args:
         count: Slots wanted, 1 <= count <= ``capacity.slots``.
-        capacity: The machine's slots of one kind (:func:`course_lib.training.capacity.machine_capacity`).
+        capacity: The machine's slots of one kind (:func:`course_lib.training.machine.capacity.machine_capacity`).
         script, workers, timeout_s: What the waiting messages of others show about this run.
         wait: ``False``: raise :class:`SlotsBusyError` instead of waiting.
         notify: Called with each waiting message (when the position or the holders change).

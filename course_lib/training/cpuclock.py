@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from course_lib.training.hardware import cpu_cores
+from course_lib.training.machine.hardware import cpu_cores
 
 __all__ = ["ProcStat", "CpuWindow", "CpuClock", "read_proc_stat", "thread_cpus",
            "process_tree_cpu_s", "judge"]
@@ -178,7 +178,7 @@ class CpuClock:
 
     Args:
         expected_cpus: Cores the workload should keep busy; default: the CPUs this process may
-            run on (:func:`course_lib.training.hardware.cpu_cores`).
+            run on (:func:`course_lib.training.machine.hardware.cpu_cores`).
         fills_machine: See :func:`judge`.
         sample_every_s: Sample ``procs_running`` and the threads' CPUs from a background thread
             this often; None: only read at start and stop (cheap, e.g. once per epoch).

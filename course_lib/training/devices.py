@@ -3,10 +3,14 @@
 On a machine with one GPU (or none) the course still shows data parallelism by splitting the
 GPU into virtual GPUs or the CPU into logical CPUs. TensorFlow only accepts that split before it
 initialises its devices, so :func:`simulate_devices` must run before anything else uses
-TensorFlow; importing this module does not import TensorFlow. What the machine has (cores, GPUs)
-and the choices that depend on it live in :mod:`course_lib.training.hardware`; they are re-exported
-here, so ``devices.cpu_cores()`` and ``devices.plan_workers()`` keep working (the plans themselves are
-:mod:`course_lib.training.capacity`; which cores or GPU a worker takes is :mod:`course_lib.training.placement`).
+TensorFlow; importing this module does not import TensorFlow.
+
+This module is also the learner's ONE import for machine facts in the notebooks: ``devices.gpu_names``,
+``devices.machine_line``, ``devices.plan_workers`` and ``devices.mirrored_layout`` are the names the
+notebooks call, handed on from their homes in :mod:`course_lib.training.machine` (``hardware``: what the
+machine has; ``capacity``: what it can run and the lessons' plans) so that a notebook's Setup imports one
+module. That is the whole list (:data:`NOTEBOOK_MACHINE_FACTS`; ``tests/test_devices.py`` derives it from
+the notebooks); nothing else re-exports them, and code outside the notebooks imports each name from its home.
 
 Introduced in notebooks/00_setup.ipynb.
 """
@@ -16,26 +20,27 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from course_lib.training.capacity import WorkerPlan, mirrored_layout, plan_workers
-from course_lib.training.hardware import cores_per_worker, cpu_cores, gpu_for_rank, gpu_names, machine_line
-from course_lib.training.placement import set_affinity, worker_share
+from course_lib.training.machine.capacity import mirrored_layout, plan_workers
+from course_lib.training.machine.hardware import cpu_cores, gpu_names, machine_line
+from course_lib.training.machine.placement import set_affinity, worker_share
+
+#: The machine facts the notebooks call through this module (their homes: course_lib.training.machine).
+NOTEBOOK_MACHINE_FACTS = ("gpu_names", "machine_line", "plan_workers", "mirrored_layout")
 
 __all__ = [
     "DeviceError",
     "DevicesAlreadyInitializedError",
     "DeviceReport",
-    "cpu_cores",
-    "cores_per_worker",
     "set_cpu_threads",
     "pin_cpu_cores",
-    "gpu_names",
     "simulate_devices",
     "describe",
     "configure_worker",
-    "WorkerPlan",
-    "plan_workers",
+    "NOTEBOOK_MACHINE_FACTS",
+    # NOTEBOOK_MACHINE_FACTS, handed on from course_lib.training.machine:
+    "gpu_names",
     "machine_line",
-    "gpu_for_rank",
+    "plan_workers",
     "mirrored_layout",
 ]
 
@@ -198,7 +203,7 @@ def pin_cpu_cores(local_rank: int, threads: int) -> list[int]:
     workers pinned this way got through more images per second than unpinned ones in every round of
     ``make bench`` section 1h (benchmarks/README.md). It is right only when every rank of the machine
     shares one host name and no other run uses the machine: the course's scripts call
-    :func:`course_lib.training.placement.worker_share` instead (the launcher's grant, else free cores).
+    :func:`course_lib.training.machine.placement.worker_share` instead (the launcher's grant, else free cores).
     Introduced in notebooks/03_horovod.ipynb.
 
     Args:
@@ -229,7 +234,7 @@ def configure_worker(local_rank: int, *, threads_per_worker: int | None = None,
                      local_size: int = 1, pin: bool = True) -> str:
     """Give one worker its own device; call before TensorFlow initialises devices.
 
-    Which GPU or cores is :func:`course_lib.training.placement.worker_share`'s decision (the
+    Which GPU or cores is :func:`course_lib.training.machine.placement.worker_share`'s decision (the
     launcher's grant, else a free GPU or free cores, else the local rank). With GPUs: only that GPU is
     made visible (with memory growth), so inside this process it is ``/gpu:0``. Without GPUs:
     intra-op threads = ``threads_per_worker`` (default: the share's cores) and inter-op threads = 1

@@ -102,7 +102,7 @@ def add_data_flags(parser: argparse.ArgumentParser) -> None:
 def add_worker_flags(parser: argparse.ArgumentParser) -> None:
     """Add ``--threads-per-worker`` the same way to every multi-worker script (one default, one meaning).
 
-    The default, ``None``, lets :func:`course_lib.training.placement.worker_share` decide: the cores the
+    The default, ``None``, lets :func:`course_lib.training.machine.placement.worker_share` decide: the cores the
     launcher granted this worker, else the cores it claimed, else its share of the host's cores.
 
     Args:

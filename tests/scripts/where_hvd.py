@@ -2,7 +2,7 @@
 
 Prints one JSON line ``{"event": "where", "rank": r, "pid": p, "cpus": "<Cpus_allowed_list>",
 "grant": $COURSE_GRANT, "cuda": $CUDA_VISIBLE_DEVICES, "source": ...}`` read from /proc/self/status.
---claim: first decide the share as a course script does (course_lib.training.placement.worker_share,
+--claim: first decide the share as a course script does (course_lib.training.machine.placement.worker_share,
   with Horovod's local rank and size from the environment), so a run without the launcher is tested.
 --barrier DIR --peers N: create DIR/<pid> and wait (at most 60 s) until N such files exist, so that
   concurrent runs are alive at the same time when they report.
@@ -22,7 +22,7 @@ def main() -> None:
     args = parser.parse_args()
     source = None
     if args.claim:
-        from course_lib.training import placement
+        from course_lib.training.machine import placement
 
         share = placement.worker_share(int(os.environ.get("HOROVOD_LOCAL_RANK", "0")),
                                        int(os.environ.get("HOROVOD_LOCAL_SIZE", "1")), threads=1)

@@ -18,7 +18,7 @@ within about 4-6 s.
 A launcher runs ON ``hostA`` (``ip netns exec``, :meth:`LocalHosts.exec_argv`), as on a cluster's
 first node: ``horovodrun -H hostA:1,hostB:1`` starts the ``hostA`` rank directly and the ``hostB``
 rank over ssh. The hosts are the same machine, so they share its file system (the course, its venv,
-the data) and its cores: the ranks' slot files (``course_lib.training.placement``) are machine-wide,
+the data) and its cores: the ranks' slot files (``course_lib.training.machine.placement``) are machine-wide,
 so ranks on the two "hosts" claim different cores, as they must.
 
 Needs root and ``ip netns``; :meth:`LocalHosts.start` refuses with the remedy otherwise.

@@ -47,7 +47,7 @@ class Mutant:
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant("placement_by_local_rank", "a rank takes the share of its local rank, as the classic idiom does",
-           "course_lib/training/placement.py",
+           "course_lib/training/machine/placement.py",
            "                return offset + int(local)",
            "                return int(local)",
            ("tests/test_capacity.py",)),

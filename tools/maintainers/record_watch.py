@@ -10,7 +10,7 @@ A :class:`Watch` samples every ``sample_s`` seconds (0.5 by default), in a threa
   the others' share; the run is disturbed when it averages more than ``Limits.mean_cores`` over the notebook's
   run, or more than ``Limits.window_cores`` over any ``Limits.window_s`` window (the reasons for the defaults:
   docs/recording.md).
-* **Other course runs' slots.** A slot file (``$COURSE_SLOTS_DIR``: course_lib.training.slot_files) locked by a
+* **Other course runs' slots.** A slot file (``$COURSE_SLOTS_DIR``: course_lib.training.machine.slot_files) locked by a
   process outside the recording's tree, read from ``/proc/locks`` (never by taking a lock: a probe could make the
   notebook's own launch skip a free core). A holder seen in two samples in a row counts (one sample may catch a
   process of ours between its start and the next scan of the tree).
@@ -44,7 +44,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 from tools.maintainers.suite_profile import busy_cpu_seconds  # noqa: E402  (the one reader of /proc/stat's busy time)
 from course_lib.runner.watchdog import become_subreaper, reap_adopted  # noqa: E402
-from course_lib.training.slot_files import Holder, slots_dir  # noqa: E402
+from course_lib.training.machine.slot_files import Holder, slots_dir  # noqa: E402
 
 _SLOT_FILE = re.compile(r"^(cpu|gpu)-(\d+)\.lock$")
 
@@ -111,7 +111,7 @@ def locked_slot_files(folder: Path) -> dict[Path, int]:
 
 
 def describe_holder(path: Path, lock_pid: int) -> str:
-    """Who holds a slot file, from the details its holder wrote into it (course_lib.training.slot_files)."""
+    """Who holds a slot file, from the details its holder wrote into it (course_lib.training.machine.slot_files)."""
     match = _SLOT_FILE.match(path.name)
     kind, slot = (match.group(1), int(match.group(2))) if match else ("cpu", -1)
     try:

@@ -1,6 +1,6 @@
 """The machine-wide slot files: where they live, how they are locked, who holds them.
 
-A slot is one concrete core or GPU (:mod:`course_lib.training.capacity`), and its file is named after
+A slot is one concrete core or GPU (:mod:`course_lib.training.machine.capacity`), and its file is named after
 it: ``cpu-003.lock`` for core 3, ``gpu-01.lock`` for GPU 1, in the shared folder (``$COURSE_SLOTS_DIR``,
 default ``/tmp/course-slots``). It is held while some process holds an exclusive ``fcntl.flock`` on
 it, and the holder's details (user, pid, script, workers, start, timeout) are written into it; the
@@ -9,7 +9,7 @@ operating system drops the lock when its last holder ends, however it ends. Queu
 
 Two kinds of processes take these locks: the launcher (:mod:`course_lib.runner.slots`, which queues and
 then hands each rank its share) and a training script started WITHOUT the launcher, which claims free
-cores for itself (:func:`course_lib.training.placement.worker_share`). Both name the same files, so
+cores for itself (:func:`course_lib.training.machine.placement.worker_share`). Both name the same files, so
 neither lands on a core or GPU the other holds. This module lives in the training layer because the
 scripts use it.
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from course_lib.training.hardware import _count, cpu_core_ids, gpu_names, span
+from course_lib.training.machine.hardware import _count, cpu_core_ids, gpu_names, span
 
 __all__ = ["CapacityError", "Capacity", "machine_capacity", "machine_slots", "WorkerPlan", "plan_workers",
            "mirrored_layout"]

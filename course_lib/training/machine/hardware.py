@@ -2,9 +2,9 @@
 
 This module only reads the machine: the core ids this process may use, the GPUs ``nvidia-smi`` lists,
 and the shares that follow from counts (:func:`cores_per_worker`, :func:`gpu_for_rank`). What the machine
-can run at once and the lessons' plans are :mod:`course_lib.training.capacity`; configuring TensorFlow's
+can run at once and the lessons' plans are :mod:`course_lib.training.machine.capacity`; configuring TensorFlow's
 devices is :mod:`course_lib.training.devices`; placing a worker on its cores or GPU is
-:mod:`course_lib.training.placement`. Nothing here imports TensorFlow.
+:mod:`course_lib.training.machine.placement`. Nothing here imports TensorFlow.
 
 Introduced in notebooks/00_setup.ipynb.
 """
@@ -16,7 +16,7 @@ import re
 import shutil
 import subprocess
 
-__all__ = ["cpu_cores", "cpu_core_ids", "gpu_names", "cores_per_worker", "gpu_for_rank", "machine_line",
+__all__ = ["cpu_cores", "cpu_core_ids", "gpu_names", "gpu_count", "cores_per_worker", "gpu_for_rank", "machine_line",
            "span"]
 
 _GPU_LINE = re.compile(r"^GPU\s+(\d+):\s*(.+?)\s*(?:\(UUID:.*\))?\s*$")
@@ -63,6 +63,15 @@ def gpu_names(*, timeout_s: float = 10.0) -> list[str]:
         if match:
             found.append((int(match.group(1)), match.group(2)))
     return [name for _, name in sorted(found)]
+
+
+def gpu_count() -> int:
+    """Number of physical NVIDIA GPUs on this machine (:func:`gpu_names`, so ``nvidia-smi -L``).
+
+    The launcher asks it to choose a run's device (:mod:`course_lib.runner.placing`).
+    Introduced in notebooks/03_horovod.ipynb.
+    """
+    return len(gpu_names())
 
 
 def _count(name: str, value: object, minimum: int) -> int:

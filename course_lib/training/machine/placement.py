@@ -8,7 +8,7 @@ workstation): they pile onto the same core or GPU (notebook 06 shows it). So the
 by what the machine has free, not by their rank:
 
 * **A grant** (:data:`PLACEMENT_ENV`): the launcher (:mod:`course_lib.runner.launch`) holds concrete
-  cores or GPUs for the whole run (:mod:`course_lib.training.slot_files`, disjoint from every other
+  cores or GPUs for the whole run (:mod:`course_lib.training.machine.slot_files`, disjoint from every other
   run's), cuts them into one :class:`Share` per rank, and starts each rank through a small wrapper
   (:mod:`course_lib.runner.place_rank`) that confines it to its share before the script starts
   (``sched_setaffinity``; ``CUDA_VISIBLE_DEVICES`` on GPU hosts) and tells the script in
@@ -29,8 +29,8 @@ import time
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from course_lib.training import slot_files
-from course_lib.training.hardware import cores_per_worker, cpu_core_ids, span
+from course_lib.training.machine import slot_files
+from course_lib.training.machine.hardware import cores_per_worker, cpu_core_ids, span
 
 __all__ = ["PLACEMENT_ENV", "GRANT_ENV", "WORKER_INDEX_ENV", "PlacementError", "Share", "Placement",
            "cut_shares", "rank_index", "parse_cores", "WorkerShare", "worker_share", "set_affinity", "describe"]
