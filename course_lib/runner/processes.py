@@ -27,10 +27,10 @@ import shutil
 import signal
 import subprocess
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence, cast
 
+from course_lib.runner.options import Launch
 from course_lib.runner.watchdog import alive, escalate, scan_descendants, watchdog_command
 
 __all__ = ["ProcessOutcome", "stream_command", "terminate_processes"]
@@ -133,19 +133,14 @@ def terminate_processes(
 
 
 def stream_command(
-    command: Sequence[str],
+    launch: Launch,
     on_line: Callable[[str, str], None],
     *,
     env: Mapping[str, str] | None = None,
-    cwd: str | os.PathLike[str] | None = None,
-    timeout: float | None = None,
-    stop_event: threading.Event | None = None,
-    grace_s: Sequence[float] = (3.0, 3.0),
-    clock: Callable[[], float] = time.monotonic,
-    watchdog: bool = True,
     hold_fds: Sequence[int] = (),
+    watchdog: bool = True,
 ) -> ProcessOutcome:
-    """Run ``command`` in a new session and call ``on_line`` for each output line as it comes.
+    """Run ``launch.command`` in a new session and call ``on_line`` for each output line as it comes.
 
     Nothing is hidden: every line of both streams reaches ``on_line(line, stream)``, with
     ``stream`` = ``"stdout"`` or ``"stderr"``, so the caller can show each line on the stream it
@@ -153,18 +148,16 @@ def stream_command(
     (``KeyboardInterrupt`` included) propagates after the clean-up.
 
     Args:
-        command: Argument list (never a shell string).
+        launch: The launch (:class:`course_lib.runner.options.Launch`); read here: ``command`` (an
+            argument list, never a shell string), ``cwd``, ``timeout`` (reason ``"timeout"``),
+            ``stop_event`` (set from another thread: reason ``"stopped"``), ``grace_s`` (after SIGINT and
+            after SIGTERM during clean-up) and ``clock`` (for the timeout and the duration).
         on_line: Called with each line (without its line ending) and its stream's name.
         env: Complete environment of the command (``None``: inherit).
-        cwd: Working directory of the command.
-        timeout: Seconds after which the run is ended (reason ``"timeout"``); ``None``: no limit.
-        stop_event: When set from another thread, the run is ended (reason ``"stopped"``).
-        grace_s: Grace periods after SIGINT and after SIGTERM during clean-up.
-        clock: Monotonic clock used for the timeout and the duration (injectable for tests).
-        watchdog: Start the command under :mod:`course_lib.runner.watchdog`, so that the run
-            ends within seconds if this process dies (the watchdog is the first pid of the run).
         hold_fds: File descriptors (slot locks) the watchdog keeps open until the run's
             processes are gone (ignored without ``watchdog``).
+        watchdog: Start the command under :mod:`course_lib.runner.watchdog`, so that the run
+            ends within seconds if this process dies (the watchdog is the first pid of the run).
 
     Returns:
         A :class:`ProcessOutcome`. Whatever the outcome, no process of the run is left alive,
@@ -173,10 +166,10 @@ def stream_command(
     Raises:
         OSError: If the command cannot be started.
     """
+    clock, timeout, stop_event, grace_s = launch.clock, launch.timeout, launch.stop_event, launch.grace_s
     start = clock()
-    argv = list(command)
+    argv = list(launch.command)
     if watchdog:
-
         path = env.get("PATH") if env is not None else None
         if shutil.which(argv[0], path=path) is None and not (
                 os.path.isfile(argv[0]) and os.access(argv[0], os.X_OK)):
@@ -190,7 +183,7 @@ def stream_command(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=dict(env) if env is not None else None,
-        cwd=cwd,
+        cwd=launch.cwd,
         start_new_session=True,
         pass_fds=tuple(hold_fds) if watchdog else (),
     )
