@@ -26,14 +26,16 @@ import queue
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence, cast
 
 from course_lib.runner.options import Launch
-from course_lib.runner.watchdog import alive, escalate, scan_descendants, watchdog_command
+from course_lib.runner import watchdog as watchdog_module
+from course_lib.runner.watchdog import alive, end_tree, scan_descendants
 
-__all__ = ["ProcessOutcome", "stream_command", "terminate_processes"]
+__all__ = ["ProcessOutcome", "watchdog_command", "stream_command", "terminate_processes"]
 
 _EOF = object()
 _POLL_S = 0.1
@@ -70,6 +72,26 @@ def _reader(stream, lines: "queue.Queue[object]", name: str) -> None:
         pass
     finally:
         lines.put(_EOF)
+
+
+def watchdog_command(command: list[str], *, grace_s: tuple[float, float] = (2.0, 2.0),
+                     hold_fds: list[int] | tuple[int, ...] = (),
+                     python: str = sys.executable) -> list[str]:
+    """The argument list that runs ``command`` under the watchdog.
+
+    Args:
+        command: The run's argument list.
+        grace_s: Seconds after SIGINT and after SIGTERM when the watchdog ends the run.
+        hold_fds: Inherited file descriptors (slot locks) the watchdog keeps open until it exits.
+        python: Interpreter of the watchdog (it needs ``psutil``).
+
+    Returns:
+        ``[python, <this file>, --grace, a, b, (--hold-fd, fd)..., --, *command]``.
+    """
+    argv = [python, os.path.abspath(watchdog_module.__file__), "--grace", str(grace_s[0]), str(grace_s[1])]
+    for fd in hold_fds:
+        argv += ["--hold-fd", str(fd)]
+    return argv + ["--"] + list(command)
 
 
 def terminate_processes(
@@ -111,7 +133,7 @@ def terminate_processes(
         procs = alive(root + list(tracked.values()))
         return [p for p in procs if p.pid not in spare] if watchdog else procs
 
-    escalate(targets, signal_group, popen.poll, grace_s)
+    end_tree(targets, grace_s=grace_s, signal_group=signal_group, reap=popen.poll)
     if watchdog and popen.poll() is None:
         if popen.stdin is not None:
             try:
