@@ -24,8 +24,9 @@ and each layer's imports as ``tests/test_layers.MAY_IMPORT`` enforces them.
 ``runner/`` (imports training)
     Starting training processes from a notebook: ``launch`` (``run_horovod``, ``run_python``),
     ``horovodrun`` (horovodrun without its per-launch build check), ``gloo_rendezvous`` (Horovod's Gloo
-    rendezvous server fixed for restarts), ``options`` (the launchers' shared keywords), ``preflight`` (input checks), ``placing`` (what a
-    launch holds), ``execute`` (the launchers' shared glue), ``slots`` (machine-wide queue and grants),
+    rendezvous server fixed for restarts), ``options`` (the launchers' shared keywords; ``Launch``, the launch as one value), ``preflight`` (input
+    checks), ``execute`` (the launchers' shared glue), ``slots`` (what a launch holds: its placement, the
+    machine-wide queue and grants),
     ``place_rank`` (the rank wrapper), ``processes`` and ``watchdog`` (process groups and clean-up),
     ``runlog`` (rank prefixes and JSON lines into a RunResult), ``multiworker`` and ``supervise``
     (elastic Horovod, several python workers, mpirun), ``faults`` (notebook 06's drills) and ``torchrun``

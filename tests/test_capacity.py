@@ -1,5 +1,5 @@
 """What a machine can run (course_lib.training.machine.capacity) and how a run's slots are cut and handed to its
-ranks (course_lib.training.machine.placement, course_lib.runner.placing, course_lib.runner.place_rank), on fake
+ranks (course_lib.training.machine.placement, course_lib.runner.slots, course_lib.runner.place_rank), on fake
 machines: 0, 1, 2 and 8 GPUs (a fake ``nvidia-smi``), ``$COURSE_SLOTS``, a cpuset smaller than the core count.
 No process is launched here (tests/test_placement.py launches real runs)."""
 
@@ -10,7 +10,7 @@ import stat
 
 import pytest
 
-from course_lib.runner import placing, preflight
+from course_lib.runner import preflight, slots
 from course_lib.runner.place_rank import placed_environment
 from course_lib.runner.preflight import LaunchError
 from course_lib.training.machine import capacity, hardware, placement
@@ -56,10 +56,10 @@ def test_course_slots_keeps_the_first_n_and_is_honoured_by_every_caller(tmp_path
     assert preflight.capacity().slots == 3
     plan = plan_workers(at_least=4, at_most=4)
     assert plan.slots == 3 and plan.oversubscribe                  # 4 workers on 3 slots
-    request = placing.plan_placement(2)
+    request = slots.plan_placement(2)
     assert request is not None and request.capacity.ids == (0, 1, 2)
     with pytest.raises(LaunchError, match="exceeds the 3 slots"):
-        placing.plan_placement(4)
+        slots.plan_placement(4)
 
 
 @pytest.mark.parametrize("raw, match", [("zero", "must be a positive int"), ("0", "must be a positive int"),
@@ -78,7 +78,7 @@ def test_gpu_slots_on_a_machine_without_gpus_are_refused(tmp_path, monkeypatch):
     with pytest.raises(CapacityError, match="lists no GPU"):
         machine_capacity("gpu")
     with pytest.raises(LaunchError, match="lists no GPU"):
-        placing.plan_placement(1, device="gpu")
+        slots.plan_placement(1, device="gpu")
 
 
 # ------------------------------------------------------------------ the lessons' plans
@@ -107,7 +107,7 @@ def test_never_two_nccl_ranks_on_one_gpu(tmp_path, monkeypatch, gpus):
     assert ("NCCL" in plan.text) == (gpus == 1)                    # 1 GPU: the plan says why CPU ranks
     for workers in range(1, 10):
         try:
-            request = placing.plan_placement(workers)             # device=None: GPUs only if enough
+            request = slots.plan_placement(workers)             # device=None: GPUs only if enough
         except LaunchError:
             continue
         assert request is not None
@@ -118,16 +118,16 @@ def test_never_two_nccl_ranks_on_one_gpu(tmp_path, monkeypatch, gpus):
         assert request.hide_gpus == (request.device == "cpu" and gpus > 0)
     if gpus:  # asked for explicitly, even with oversubscribe=True: refused before anything starts
         with pytest.raises(LaunchError, match="NCCL refuses"):
-            placing.plan_placement(gpus + 1, device="gpu", oversubscribe=True)
+            slots.plan_placement(gpus + 1, device="gpu", oversubscribe=True)
 
 
 def test_one_gpu_machine_runs_the_lessons_on_cpu_and_hides_the_gpu(tmp_path, monkeypatch):
     fake_machine(tmp_path, monkeypatch, 1, (0, 1, 2, 3))
     plan = plan_workers(at_most=2)
     assert (plan.device, plan.workers, plan.oversubscribe) == ("cpu", 2, False)
-    request = placing.plan_placement(2, device=plan.device)
+    request = slots.plan_placement(2, device=plan.device)
     assert request is not None and request.device == "cpu" and request.hide_gpus
-    assert placing.plan_placement(1).device == "gpu"               # a 1-worker run may use the GPU
+    assert slots.plan_placement(1).device == "gpu"               # a 1-worker run may use the GPU
 
 
 @pytest.mark.parametrize("gpus, kind, simulated", [
@@ -192,7 +192,7 @@ def test_two_hosts_of_one_machine_get_different_cores_though_both_are_local_rank
 def test_cuda_visible_devices_per_rank_from_the_environment_the_launcher_builds(tmp_path, monkeypatch, gpus):
     """The launcher's request on a fake GPU machine -> $COURSE_PLACEMENT -> each rank's environment."""
     fake_machine(tmp_path, monkeypatch, gpus, (0, 1, 2, 3))
-    request = placing.plan_placement(gpus)
+    request = slots.plan_placement(gpus)
     assert request is not None and request.device == "gpu"
     shares = cut_shares(request.device, request.capacity.ids[:request.slots], gpus)
     spec = Placement(shares, request.hosts, request.hide_gpus).to_env()
@@ -207,7 +207,7 @@ def test_cuda_visible_devices_per_rank_from_the_environment_the_launcher_builds(
 
 def test_cpu_ranks_on_a_gpu_machine_see_no_gpu(tmp_path, monkeypatch):
     fake_machine(tmp_path, monkeypatch, 1, (0, 1))
-    request = placing.plan_placement(2, device="cpu")
+    request = slots.plan_placement(2, device="cpu")
     spec = Placement(cut_shares("cpu", request.capacity.ids, 2), request.hosts, request.hide_gpus).to_env()
     env, _ = placed_environment({PLACEMENT_ENV: spec, "HOROVOD_RANK": "1"})
     assert env["CUDA_VISIBLE_DEVICES"] == ""
@@ -232,8 +232,8 @@ def test_no_placement_changes_nothing():
 
 def test_runs_on_other_machines_hold_no_slot(tmp_path, monkeypatch):
     fake_machine(tmp_path, monkeypatch, 0, (0, 1))
-    assert placing.plan_placement(4, hosts="node1:2,node2:2") is None
-    assert placing.plan_placement(2, hosts="localhost:1,127.0.0.1:1") is not None
+    assert slots.plan_placement(4, hosts="node1:2,node2:2") is None
+    assert slots.plan_placement(2, hosts="localhost:1,127.0.0.1:1") is not None
 
 
 def test_a_rank_without_a_grant_claims_a_free_gpu_by_its_nvidia_smi_index(tmp_path, monkeypatch):

@@ -112,8 +112,8 @@ def test_mpirun_script_matches_the_launcher(tmp_path):
     result = _run(CLUSTER / "mpirun_horovod.sh", ["--epochs", "1"], env, tmp_path)
     assert result.returncode == 0, result.stderr
     expected = multiworker.build_mpirun_command(
-        str(ROOT / ".venv" / "bin" / "python"), ROOT / "source_code" / "horovod_fmnist.py",
-        ["--epochs", "1"], num_workers=2, hosts="localhost:2", as_root=os.geteuid() == 0)
+        [str(ROOT / ".venv" / "bin" / "python"), str(ROOT / "source_code" / "horovod_fmnist.py"), "--epochs", "1"],
+        num_workers=2, hosts="localhost:2", as_root=os.geteuid() == 0)
     assert ["mpirun", *_recorded(tmp_path, "mpirun")] == expected
 
 

@@ -23,6 +23,7 @@ import pytest
 from course_lib.runner import launch, processes
 from course_lib.runner.launch import (
     LaunchError, RunFailedError, RunStoppedError, RunTimeoutError, run_horovod, run_python)
+from course_lib.runner.options import Launch
 from course_lib.runner.processes import stream_command
 from course_lib.runner.runlog import RunResult, parse_line
 
@@ -68,7 +69,7 @@ def assert_nothing_left(mark: str, result: RunResult | None = None) -> None:
 def test_mpirun_pieces_cut_by_another_rank_are_joined_again():
     """An unbuffered rank writes a line and its newline separately; mpirun --tag-output can put
     another rank's line between them (seen in notebook 06: two JSON events on one line)."""
-    from course_lib.runner.execute import TagJoiner
+    from course_lib.runner.runlog import TagJoiner
 
     joiner = TagJoiner()
     assert joiner.feed('[1,0]<stdout>:{"event": "a"}[1,1]<stdout>:{"event": "b"}') == [
@@ -106,12 +107,11 @@ def test_the_launcher_shows_and_records_a_line_that_landed_inside_another_ranks_
     import sys as _sys
 
     from course_lib.runner.execute import execute
-    from course_lib.runner.options import Launch
 
     text = '[1]<stdout>:{"event": "epoch", "epoch": 3}\r[0]<stdout>:epoch 3: shown\n[1]<stdout>:\n'
     shown: list[str] = []
-    result = execute([_sys.executable, "-c", f"import sys; sys.stdout.write({text!r})"],
-                     Launch(python=_sys.executable, output=shown.append, timeout=30), horovod=True)
+    result = execute(Launch(python=_sys.executable, output=shown.append, timeout=30,
+                            command=(_sys.executable, "-c", f"import sys; sys.stdout.write({text!r})")))
     assert "epoch 3: shown" in shown  # rank 0's line, shown with show="rank0"
     assert result.lines_for_rank(0) == ["epoch 3: shown"]
     assert [event for _, event in result.events] == [{"event": "epoch", "epoch": 3}]
@@ -183,9 +183,9 @@ def test_stream_command_uses_the_injected_clock_for_the_timeout():
     got: list[str] = []
     code = "import time; print('up', flush=True); time.sleep(60)"
     # time stands still until the first line arrived, then jumps past the timeout
-    outcome = stream_command([sys.executable, "-c", code], lambda line, stream: got.append(line),
-                             timeout=50,
-                             clock=lambda: 100.0 if got else 0.0, grace_s=(1.0, 1.0))
+    launch = Launch(python=sys.executable, command=(sys.executable, "-c", code), timeout=50,
+                    clock=lambda: 100.0 if got else 0.0, grace_s=(1.0, 1.0))
+    outcome = stream_command(launch, lambda line, stream: got.append(line))
     assert outcome.reason == "timeout" and got[0] == "up"  # then its SIGINT traceback
     assert outcome.duration_s == 100.0
     assert alive_pids(outcome.pids) == []
@@ -252,7 +252,7 @@ def test_a_folder_given_as_script_is_named_a_folder(tmp_path):
 
 def test_too_many_workers_says_how_to_oversubscribe(monkeypatch):
     monkeypatch.setattr("course_lib.training.machine.capacity.cpu_core_ids", lambda: (0, 1))
-    monkeypatch.setattr("course_lib.runner.placing.gpu_count", lambda: 0)
+    monkeypatch.setattr("course_lib.runner.slots.gpu_count", lambda: 0)
     with pytest.raises(LaunchError, match=r"exceeds the 2 slots of this machine \(2 CPU cores \(0, 1\)\)"
                                           ".*pass oversubscribe=True"):
         run_horovod(SLEEP, 3)

@@ -116,10 +116,9 @@ def test_run_elastic_bad_input(kwargs, message):
 
 
 def test_elastic_command_is_complete():
-    command = mw.build_elastic_command(
-        "horovodrun", "python", Path("t.py"), ["--x"], num_workers=2, min_workers=1,
-        max_workers=2, discovery_script=Path("/d.sh"), network_interface="lo",
-        cooldown_range=(1, 2), elastic_timeout=60)
+    elastic = mw.Elastic(num_workers=2, min_workers=1, max_workers=2, discovery_script=Path("/d.sh"),
+                         network_interface="lo", cooldown_range=(1, 2), elastic_timeout=60)
+    command = mw.build_elastic_command("horovodrun", ["python", "t.py", "--x"], elastic)
     assert command == ["horovodrun", "-np", "2", "--min-np", "1", "--max-np", "2",
                        "--host-discovery-script", "/d.sh", "--elastic-timeout", "60",
                        "--network-interface", "lo", "--blacklist-cooldown-range", "1", "2",

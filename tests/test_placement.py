@@ -97,8 +97,8 @@ def test_a_plain_horovodrun_with_two_hosts_never_confines_both_ranks_to_one_core
 def _holder(count: int) -> subprocess.Popen:
     """Another process that holds ``count`` of the machine's core slots until killed."""
     code = ("import time\nfrom course_lib.runner import slots\nfrom course_lib.training.machine.capacity import "
-            f"machine_capacity\ng = slots.acquire({count}, capacity=machine_capacity('cpu'), "
-            "script='holder.py', workers=1, timeout_s=60)\nprint('held', g.slots, flush=True)\n"
+            f"machine_capacity\ng = slots.acquire(slots.PlaceRequest(machine_capacity('cpu'), {count}, 1), "
+            "script='holder.py', timeout_s=60)\nprint('held', g.slots, flush=True)\n"
             "time.sleep(600)\n")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     assert proc.stdout.readline().startswith("held")

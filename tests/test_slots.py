@@ -30,6 +30,12 @@ from course_lib.training.machine.placement import PLACEMENT_ENV, Placement
 #: A fake machine of two core slots (ids 0 and 1), whatever this machine has.
 CAP2 = Capacity("cpu", (0, 1), 0, (0, 1))
 
+
+def want(count: int) -> slots.PlaceRequest:
+    """A request for ``count`` of :data:`CAP2`'s slots, one worker each."""
+    return slots.PlaceRequest(CAP2, count, count)
+
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -46,8 +52,8 @@ def holder_process(count: int, script: str = "holder.py") -> subprocess.Popen:
         import time
         from course_lib.runner import slots
         from course_lib.training.machine.capacity import Capacity
-        grant = slots.acquire({count}, capacity=Capacity("cpu", (0, 1), 0, (0, 1)), script={script!r},
-                              workers={count}, timeout_s=300)
+        cap = Capacity("cpu", (0, 1), 0, (0, 1))
+        grant = slots.acquire(slots.PlaceRequest(cap, {count}, {count}), script={script!r}, timeout_s=300)
         print("held", grant.slots, flush=True)
         time.sleep(600)
     """)
@@ -64,7 +70,7 @@ def test_busy_slots_fail_clearly_when_asked_not_to_wait():
     holder = holder_process(2, "horovod_fmnist.py")
     try:
         with pytest.raises(SlotsBusyError) as info:
-            slots.acquire(1, capacity=CAP2, wait=False)
+            slots.acquire(want(1), wait=False)
         message = str(info.value)
         assert f"pid {holder.pid}" in message and "horovod_fmnist.py" in message
         assert "2 workers" in message and "wait_for_slots=True" in message
@@ -79,12 +85,12 @@ def test_a_launch_that_does_not_fit_waits_with_position_holders_and_estimate():
     holder = holder_process(1, "first.py")
     messages: list[str] = []
     try:
-        one = slots.acquire(1, capacity=CAP2, wait=False)  # fits beside the holder
+        one = slots.acquire(want(1), wait=False)  # fits beside the holder
         assert one.slots == [1]
         one.release()
         timer = threading.Timer(1.5, holder.kill)
         timer.start()
-        with slots.acquire(2, capacity=CAP2, notify=messages.append, poll_s=0.1) as grant:
+        with slots.acquire(want(2), notify=messages.append, poll_s=0.1) as grant:
             assert grant.slots == [0, 1] and grant.waited_s >= 1.0
         timer.join()
     finally:
@@ -100,10 +106,10 @@ def test_a_launch_that_does_not_fit_waits_with_position_holders_and_estimate():
 def test_slots_of_a_holder_killed_with_sigkill_come_back():
     holder = holder_process(2)
     with pytest.raises(SlotsBusyError):
-        slots.acquire(2, capacity=CAP2, wait=False)
+        slots.acquire(want(2), wait=False)
     holder.send_signal(signal.SIGKILL)
     holder.wait()
-    with slots.acquire(2, capacity=CAP2, wait=False) as grant:  # no stale lock
+    with slots.acquire(want(2), wait=False) as grant:  # no stale lock
         assert grant.slots == [0, 1]
 
 
@@ -115,14 +121,14 @@ def test_the_oldest_waiter_goes_first_and_dead_waiters_are_skipped(private_slots
     waiter = subprocess.Popen(  # queues before us for 1 slot
         [sys.executable, "-c", "from course_lib.runner import slots; "
          "from course_lib.training.machine.capacity import Capacity; "
-         "g = slots.acquire(1, capacity=Capacity('cpu', (0, 1), 0, (0, 1)), notify=lambda m: print(m, flush=True), poll_s=0.1); "
+         "g = slots.acquire(slots.PlaceRequest(Capacity('cpu', (0, 1), 0, (0, 1)), 1, 1), notify=lambda m: print(m, flush=True), poll_s=0.1); "
          "print('granted', g.slots, flush=True)"],
         cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
         assert "position 1 in line" in waiter.stdout.readline()  # the stale ticket is ignored
         messages: list[str] = []
         thread = threading.Thread(target=lambda: messages.append(
-            slots.acquire(1, capacity=CAP2, notify=messages.append, poll_s=0.1)))
+            slots.acquire(want(1), notify=messages.append, poll_s=0.1)))
         thread.start()
         deadline = time.monotonic() + 20
         while not messages and time.monotonic() < deadline:
@@ -194,14 +200,14 @@ def test_each_rank_gets_its_share_of_the_grant(cores, workers, oversubscribe, sh
                                                 monkeypatch, tmp_path):
     monkeypatch.delenv("COURSE_SLOTS")
     monkeypatch.setattr(capacity, "cpu_core_ids", lambda: cores)
-    monkeypatch.setattr("course_lib.runner.placing.gpu_count", lambda: 0)
+    monkeypatch.setattr("course_lib.runner.slots.gpu_count", lambda: 0)
     monkeypatch.setattr(launch, "find_horovodrun", lambda python: "/bin/true")
     script = tmp_path / "train.py"
     script.write_text("# any script\n")
     seen = {}
 
-    def fake_stream(command, on_line, *, env, hold_fds, **kwargs):
-        seen.update(command=command, env=env, held=slots.holders("cpu", cores), fds=list(hold_fds))
+    def fake_stream(launch, on_line, *, env, hold_fds, **kwargs):
+        seen.update(command=list(launch.command), env=env, held=slots.holders("cpu", cores), fds=list(hold_fds))
         return ProcessOutcome(0, 0.1, "exited", [1])
 
     monkeypatch.setattr(processes, "stream_command", fake_stream)
@@ -225,7 +231,7 @@ def test_bad_slot_settings_are_rejected(monkeypatch):
     with pytest.raises(LaunchError, match="slots=-1 must be an int >= 0"):
         run_python(ROOT / "tests" / "scripts" / "sleep_hvd.py", slots=-1)
     with pytest.raises(LaunchError, match="cannot hold 3 of the machine's 2 slots"):
-        slots.acquire(3, capacity=CAP2)
+        slots.acquire(want(3))
     monkeypatch.setenv("COURSE_SLOTS", "999")
     with pytest.raises(LaunchError, match="COURSE_SLOTS=999 exceeds this machine's"):
         run_python(ROOT / "tests" / "scripts" / "sleep_hvd.py")

@@ -22,6 +22,7 @@ import psutil
 import pytest
 from procscan import processes_with
 
+from course_lib.runner.options import Launch
 from course_lib.runner.processes import stream_command
 
 SLEEP = Path(__file__).parent / "scripts" / "sleep_hvd.py"
@@ -148,14 +149,19 @@ def test_jupyter_kernel_killed_with_sigkill_leaves_nothing():
         km.shutdown_kernel(now=True)
 
 
+def of(*command: str) -> Launch:
+    """A launch of ``command`` with the shared options' defaults."""
+    return Launch(python=sys.executable, command=command)
+
+
 def test_watchdog_mirrors_exit_status_and_death_by_signal():
     code = "import os, signal, sys; print('x', flush=True); sys.exit(int(sys.argv[1]))"
-    assert stream_command([sys.executable, "-c", code, "3"], lambda line, s: None).returncode == 3
+    assert stream_command(of(sys.executable, "-c", code, "3"), lambda line, s: None).returncode == 3
     kill = "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
-    outcome = stream_command([sys.executable, "-c", kill], lambda line, s: None)
+    outcome = stream_command(of(sys.executable, "-c", kill), lambda line, s: None)
     assert outcome.returncode == -signal.SIGKILL
     with pytest.raises(FileNotFoundError):
-        stream_command(["/no/such/program"], lambda line, s: None)
+        stream_command(of("/no/such/program"), lambda line, s: None)
 
 
 def test_caller_killed_ends_a_grandchild_in_its_own_session(tmp_path):
@@ -166,8 +172,9 @@ def test_caller_killed_ends_a_grandchild_in_its_own_session(tmp_path):
            "print('up', flush=True); time.sleep(600)")
     code = textwrap.dedent(f"""
         import sys
+        from course_lib.runner.options import Launch
         from course_lib.runner.processes import stream_command
-        stream_command([sys.executable, "-c", {run!r}, {mark!r}], lambda line, s: print(line, flush=True))
+        stream_command(Launch(sys.executable, command=(sys.executable, "-c", {run!r}, {mark!r})), lambda line, s: print(line, flush=True))
     """)
     caller = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE,
                               text=True)

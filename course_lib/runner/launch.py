@@ -33,12 +33,11 @@ from typing import Sequence, Unpack
 
 from course_lib.runner.execute import RunFailedError, RunStoppedError, RunTimeoutError, execute
 from course_lib.runner.options import Launch, RunOptions
-from course_lib.runner.placing import parse_hosts, placed, plan_placement
 from course_lib.runner.preflight import (
     CONTROLLERS, LaunchError, check_hosts, check_mpirun, check_script, check_strings, find_horovodrun,
     horovod_launcher, hosts_are_local)
 from course_lib.runner.runlog import RunResult
-from course_lib.runner.slots import SlotsBusyError
+from course_lib.runner.slots import SlotsBusyError, parse_hosts, placed, plan_placement
 
 __all__ = [
     "LaunchError", "SlotsBusyError", "RunFailedError", "RunTimeoutError", "RunStoppedError", "RunResult",
@@ -54,7 +53,7 @@ def build_horovod_command(horovodrun: str | Sequence[str], num_workers: int, pro
     Args:
         horovodrun: The launcher: a path, or an argument list such as :func:`horovod_launcher`'s.
         program: What each rank runs: ``[python, script, *args]``, behind the rank wrapper when the
-            run is placed on this machine (:func:`course_lib.runner.placing.placed`).
+            run is placed on this machine (:func:`course_lib.runner.slots.placed`).
 
     Returns:
         ``[horovodrun, -np, N, (--gloo|--mpi), (-H, hosts), *extra, *program]``.
@@ -120,7 +119,7 @@ def run_horovod(script: str | os.PathLike[str], num_workers: int, script_args: S
     command = build_horovod_command(horovodrun, num_workers, placed(place, [run.python, str(path), *args]),
                                     hosts, controller, extra)
     try:
-        return execute(command, run, horovod=True, place=place, script=path.name, workers=num_workers)
+        return execute(run.but(command=command, launcher="horovodrun", place=place, script=path.name))
     except RunFailedError as exc:
         if hosts is not None and not isinstance(exc, (RunTimeoutError, RunStoppedError)):
             exc.args = (name_failed_host(str(exc.args[0]), exc.rank, hosts, exc.result),) + exc.args[1:]
@@ -182,5 +181,5 @@ def run_python(script: str | os.PathLike[str], script_args: Sequence[str] = (), 
     if isinstance(slots, bool) or not isinstance(slots, int) or slots < 0:
         raise LaunchError(f"slots={slots!r} must be an int >= 0 (machine-wide slots to hold)")
     place = plan_placement(1, device=run.device, hold=slots, oversubscribe=True) if slots else None
-    return execute(placed(place, [run.python, str(path)] + args), run, horovod=False, place=place,
-                   script=path.name, workers=1)
+    return execute(run.but(command=placed(place, [run.python, str(path)] + args), launcher="python", tagged=False,
+                           place=place, script=path.name))

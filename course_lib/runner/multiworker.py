@@ -14,7 +14,7 @@ Fault drills (kill a worker mid-epoch, read the group sizes) are in :mod:`course
 All of them stream, time out, stop and clean up through :func:`course_lib.runner.execute.execute`
 (the glue of ``run_horovod``: the same zero-orphan guarantee), check their input before anything
 starts, with the port, host and worker-range checks of :mod:`course_lib.runner.preflight`, and hold
-this machine's slots like ``run_horovod`` (:func:`course_lib.runner.placing.plan_placement`: the same
+this machine's slots like ``run_horovod`` (:func:`course_lib.runner.slots.plan_placement`: the same
 queue, the same "who holds the slots" message, each rank on its own granted cores or GPU).
 
 Introduced in notebooks/06_beyond_one_machine.ipynb.
@@ -25,21 +25,22 @@ from __future__ import annotations
 import json
 import os
 import socket
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence, Unpack
+from typing import Mapping, Sequence, Unpack
 
-from course_lib.runner.execute import RunFailedError, execute
+from course_lib.runner.execute import execute
 from course_lib.runner.options import Launch, RunOptions
-from course_lib.runner.placing import RANK_WRAPPER, PlaceRequest, placed, plan_placement
 from course_lib.runner.preflight import (
     LaunchError, check_hosts, check_int, check_mpirun, check_ports, check_script,
     check_strings, check_worker_range, find_horovodrun, horovod_launcher)
 from course_lib.runner.runlog import RunResult
+from course_lib.runner.slots import PlaceRequest, placed, plan_placement
 from course_lib.runner.supervise import SPEC_VAR
 from course_lib.training.machine.placement import WORKER_INDEX_ENV
 
 __all__ = ["DISCOVERY_SCRIPT", "LOCAL_HOSTS", "check_worker_range", "check_ports", "free_ports",
-           "tf_config", "build_elastic_command", "build_mpirun_command", "run_elastic",
+           "tf_config", "Elastic", "build_elastic_command", "build_mpirun_command", "run_elastic",
            "run_workers", "run_multiworker", "run_mpirun"]
 
 DISCOVERY_SCRIPT = Path(__file__).resolve().parents[2] / "cluster" / "discover_hosts.sh"
@@ -64,47 +65,50 @@ def tf_config(ports: Sequence[int], index: int, host: str = "localhost") -> str:
                        "task": {"type": "worker", "index": index}})
 
 
-def build_elastic_command(horovodrun: str | Sequence[str], python: str, script: Path, script_args: Sequence[str],
-                          *, num_workers: int, min_workers: int, max_workers: int,
-                          discovery_script: Path, network_interface: str | None,
-                          cooldown_range: tuple[int, int] | None, elastic_timeout: int,
-                          extra: Sequence[str] = (), wrapper: Sequence[str] = ()) -> list[str]:
-    """The elastic ``horovodrun`` argument list (no validation; see :func:`run_elastic`); ``horovodrun`` is a
-    path or an argument list (:func:`~course_lib.runner.preflight.horovod_launcher`); ``wrapper`` (the rank
-    wrapper of a placed run) goes in front of ``python``."""
+@dataclass(frozen=True)
+class Elastic:
+    """The elastic settings of :func:`run_elastic` (see its arguments), checked."""
+
+    num_workers: int
+    min_workers: int
+    max_workers: int
+    discovery_script: Path
+    network_interface: str | None
+    cooldown_range: tuple[int, int] | None
+    elastic_timeout: int
+
+
+def build_elastic_command(horovodrun: str | Sequence[str], program: Sequence[str], elastic: Elastic,
+                          extra: Sequence[str] = ()) -> list[str]:
+    """The elastic ``horovodrun`` argument list (no validation; see :func:`run_elastic`).
+
+    Args:
+        horovodrun: A path or an argument list (:func:`~course_lib.runner.preflight.horovod_launcher`).
+        program: What each rank runs, ``[python, script, *args]``, behind the rank wrapper when the run is
+            placed on this machine (:func:`course_lib.runner.slots.placed`).
+        elastic: The elastic settings. extra: More ``horovodrun`` arguments, placed before the program.
+    """
     command = [horovodrun] if isinstance(horovodrun, str) else list(horovodrun)
-    command += ["-np", str(num_workers), "--min-np", str(min_workers),
-               "--max-np", str(max_workers), "--host-discovery-script", str(discovery_script),
-               "--elastic-timeout", str(elastic_timeout)]
-    if network_interface:
-        command += ["--network-interface", network_interface]
-    if cooldown_range:
-        command += ["--blacklist-cooldown-range", str(cooldown_range[0]), str(cooldown_range[1])]
-    return command + list(extra) + list(wrapper) + [python, str(script)] + list(script_args)
+    command += ["-np", str(elastic.num_workers), "--min-np", str(elastic.min_workers),
+                "--max-np", str(elastic.max_workers), "--host-discovery-script", str(elastic.discovery_script),
+                "--elastic-timeout", str(elastic.elastic_timeout)]
+    if elastic.network_interface:
+        command += ["--network-interface", elastic.network_interface]
+    if elastic.cooldown_range:
+        low, high = elastic.cooldown_range
+        command += ["--blacklist-cooldown-range", str(low), str(high)]
+    return command + list(extra) + list(program)
 
 
-def build_mpirun_command(python: str, script: Path, script_args: Sequence[str], *,
-                         num_workers: int, hosts: str, as_root: bool,
-                         wrapper: Sequence[str] = ()) -> list[str]:
-    """The Open MPI line of ``cluster/mpirun_horovod.sh`` (tests/test_cluster_files.py checks
-    that both agree); ``wrapper`` (the rank wrapper of a placed run) goes in front of ``python``."""
+def build_mpirun_command(program: Sequence[str], *, num_workers: int, hosts: str, as_root: bool) -> list[str]:
+    """The Open MPI line of ``cluster/mpirun_horovod.sh`` (tests/test_cluster_files.py checks that both
+    agree); ``program`` is ``[python, script, *args]``, behind the rank wrapper when the run is placed."""
     root = ["--allow-run-as-root"] if as_root else []
     return (["mpirun"] + root + ["-np", str(num_workers), "-H", hosts, "-bind-to", "none",
                                  "-map-by", "slot", "--tag-output", "-x", "PATH",
                                  "-x", "LD_LIBRARY_PATH", "-x", "PYTHONUNBUFFERED=1",
                                  "-x", "TF_CPP_MIN_LOG_LEVEL=2", "-mca", "mpi_yield_when_idle",
-                                 "1", "-mca", "pml", "ob1", "-mca", "btl", "^openib",
-                                 *wrapper, python, str(script)] + list(script_args))
-
-
-def _run(command: list[str], run: Launch, what: str, **kw: Any) -> RunResult:
-    """Stream, parse and clean up through the launchers' shared glue (:func:`execute`)."""
-    try:
-        return execute(command, run, horovod=True, **kw)
-    except RunFailedError as exc:
-        if what != "horovodrun" and exc.args:  # the launcher names horovodrun; say what ran
-            exc.args = (str(exc.args[0]).replace("horovodrun", what, 1),) + exc.args[1:]
-        raise
+                                 "1", "-mca", "pml", "ob1", "-mca", "btl", "^openib", *program])
 
 
 def run_elastic(script: str | os.PathLike[str], script_args: Sequence[str] = (), *,
@@ -152,14 +156,12 @@ def run_elastic(script: str | os.PathLike[str], script_args: Sequence[str] = (),
             raise LaunchError(f"cooldown_range={cooldown_range!r} must be (low, high) with low <= high")
     check_int("elastic_timeout", elastic_timeout)
     place = plan_placement(max_workers, hosts=hosts, device=run.device, oversubscribe=run.oversubscribe)
-    command = build_elastic_command(
-        horovod_launcher(run.python, find_horovodrun(run.python)), run.python, path, args, num_workers=num_workers,
-        min_workers=min_workers, max_workers=max_workers, discovery_script=discovery.resolve(),
-        network_interface=network_interface, cooldown_range=cooldown_range,
-        elastic_timeout=elastic_timeout, extra=extra, wrapper=RANK_WRAPPER if place else ())
-    run = run.but(env={"DISCOVER_HOSTS": " ".join(h.strip() for h in hosts.split(",")),
-                       **dict(run.env or {})})
-    return _run(command, run, "horovodrun", place=place, script=path.name, workers=max_workers)
+    elastic = Elastic(num_workers, min_workers, max_workers, discovery.resolve(), network_interface,
+                      cooldown_range, elastic_timeout)
+    command = build_elastic_command(horovod_launcher(run.python, find_horovodrun(run.python)),
+                                    placed(place, [run.python, str(path), *args]), elastic, extra)
+    env = {"DISCOVER_HOSTS": " ".join(h.strip() for h in hosts.split(",")), **dict(run.env or {})}
+    return execute(run.but(env=env, command=command, launcher="horovodrun", place=place, script=path.name))
 
 
 def run_workers(script: str | os.PathLike[str], script_args: Sequence[str] = (), *,
@@ -200,10 +202,9 @@ def run_workers(script: str | os.PathLike[str], script_args: Sequence[str] = (),
         values = check_strings(f"worker_envs[{index}] values", list(extra.values()))
         specs.append({"argv": placed(place, [run.python, str(path)] + args),
                       "env": {WORKER_INDEX_ENV: str(index), **dict(zip(names, values))}})
-    run = run.but(env={**dict(run.env or {}), SPEC_VAR: json.dumps(specs)})
-    command = [run.python, "-m", "course_lib.runner.supervise"]
-    return _run(command, run, f"the group of {len(specs)} workers", place=place, script=path.name,
-                workers=len(specs))
+    return execute(run.but(env={**dict(run.env or {}), SPEC_VAR: json.dumps(specs)},
+                           command=[run.python, "-m", "course_lib.runner.supervise"],
+                           launcher=f"the group of {len(specs)} workers", place=place, script=path.name))
 
 
 def run_multiworker(script: str | os.PathLike[str], script_args: Sequence[str] = (), *,
@@ -249,6 +250,6 @@ def run_mpirun(script: str | os.PathLike[str], script_args: Sequence[str] = (), 
         raise LaunchError(f"num_workers={num_workers} exceeds the slots of hosts={hosts!r}")
     check_mpirun(dict(os.environ) | dict(run.env or {}))
     place = plan_placement(num_workers, hosts=hosts, device=run.device, oversubscribe=run.oversubscribe)
-    command = build_mpirun_command(run.python, path, args, num_workers=num_workers, hosts=hosts,
-                                   as_root=os.geteuid() == 0, wrapper=RANK_WRAPPER if place else ())
-    return _run(command, run, "mpirun", place=place, script=path.name, workers=num_workers)
+    command = build_mpirun_command(placed(place, [run.python, str(path), *args]), num_workers=num_workers,
+                                   hosts=hosts, as_root=os.geteuid() == 0)
+    return execute(run.but(command=command, launcher="mpirun", place=place, script=path.name))

@@ -1,11 +1,13 @@
-"""The keywords every launcher shares, declared once: :class:`RunOptions`, checked into a :class:`Launch`.
+"""The keywords every launcher shares, declared once (:class:`RunOptions`), and the launch as one value (:class:`Launch`).
 
 ``run_horovod``, ``run_python`` (:mod:`course_lib.runner.launch`), ``run_mpirun``, ``run_elastic``,
 ``run_workers`` and ``run_multiworker`` (:mod:`course_lib.runner.multiworker`) take their own
 arguments (script, workers, hosts, ...) and then ``**options`` of this one bundle, so a learner writes
 ``run_horovod(script, 2, timeout=300, output=...)`` as before, every launcher documents the same
 keywords in one place, and an unknown keyword is one clear :class:`LaunchError` before anything starts.
-:func:`course_lib.runner.execute.execute` receives the checked :class:`Launch`.
+The launcher checks them into a :class:`Launch` (:meth:`Launch.of`), adds what it built (the command,
+its own name, what the run holds: :meth:`Launch.but`), and hands that one value to
+:func:`course_lib.runner.execute.execute`, which passes it on to :mod:`course_lib.runner.processes`.
 
 Introduced in notebooks/03_horovod.ipynb.
 """
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence, TypedDict
 
 from course_lib.runner.preflight import LaunchError, check_common, check_env
+from course_lib.runner.slots import PlaceRequest
 
 __all__ = ["RunOptions", "Launch", "OPTION_NAMES"]
 
@@ -74,7 +77,18 @@ OPTION_NAMES = frozenset(RunOptions.__annotations__)
 
 @dataclass(frozen=True)
 class Launch:
-    """:class:`RunOptions` after checking, with every default filled in (what ``execute`` gets)."""
+    """One launch: :class:`RunOptions` after checking, every default filled in, and what the launcher built.
+
+    Attributes:
+        python, timeout, ...: The checked :class:`RunOptions`.
+        command: The argument list to start (``horovodrun``, ``mpirun``, ``torchrun`` or ``python``).
+        launcher: What the errors call the run's launcher (``"horovodrun"``, ``"the group of 2 workers"``).
+        tagged: Its lines carry rank prefixes (``[1]<stdout>:``) to parse; ``False``: one process, all rank 0.
+        place: What the run holds on this machine (:func:`course_lib.runner.slots.plan_placement`); the
+            shares reach the ranks as ``$COURSE_PLACEMENT`` (the command starts them through
+            :data:`course_lib.runner.slots.RANK_WRAPPER`). ``None``: hold nothing (runs on other machines).
+        script: What the slot files tell other launches about this run.
+    """
 
     python: str
     timeout: float | None = None
@@ -90,6 +104,11 @@ class Launch:
     wait_for_slots: bool = True
     device: str | None = None
     oversubscribe: bool = False
+    command: tuple[str, ...] = ()
+    launcher: str = "python"
+    tagged: bool = True
+    place: PlaceRequest | None = None
+    script: str = "?"
 
     @classmethod
     def of(cls, options: Mapping[str, Any], *, show: str = "rank0",
@@ -118,5 +137,7 @@ class Launch:
         return cls(**values)
 
     def but(self, **changes: Any) -> "Launch":
-        """A copy with ``changes`` (e.g. an environment the launcher adds to)."""
+        """A copy with ``changes`` (an environment the launcher adds to, its command, what it holds)."""
+        if "command" in changes:
+            changes["command"] = tuple(changes["command"])
         return Launch(**{**self.__dict__, **changes})

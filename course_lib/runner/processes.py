@@ -26,14 +26,16 @@ import queue
 import shutil
 import signal
 import subprocess
+import sys
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence, cast
 
-from course_lib.runner.watchdog import alive, escalate, scan_descendants, watchdog_command
+from course_lib.runner.options import Launch
+from course_lib.runner import watchdog as watchdog_module
+from course_lib.runner.watchdog import alive, end_tree, scan_descendants
 
-__all__ = ["ProcessOutcome", "stream_command", "terminate_processes"]
+__all__ = ["ProcessOutcome", "watchdog_command", "stream_command", "terminate_processes"]
 
 _EOF = object()
 _POLL_S = 0.1
@@ -70,6 +72,26 @@ def _reader(stream, lines: "queue.Queue[object]", name: str) -> None:
         pass
     finally:
         lines.put(_EOF)
+
+
+def watchdog_command(command: list[str], *, grace_s: tuple[float, float] = (2.0, 2.0),
+                     hold_fds: list[int] | tuple[int, ...] = (),
+                     python: str = sys.executable) -> list[str]:
+    """The argument list that runs ``command`` under the watchdog.
+
+    Args:
+        command: The run's argument list.
+        grace_s: Seconds after SIGINT and after SIGTERM when the watchdog ends the run.
+        hold_fds: Inherited file descriptors (slot locks) the watchdog keeps open until it exits.
+        python: Interpreter of the watchdog (it needs ``psutil``).
+
+    Returns:
+        ``[python, <this file>, --grace, a, b, (--hold-fd, fd)..., --, *command]``.
+    """
+    argv = [python, os.path.abspath(watchdog_module.__file__), "--grace", str(grace_s[0]), str(grace_s[1])]
+    for fd in hold_fds:
+        argv += ["--hold-fd", str(fd)]
+    return argv + ["--"] + list(command)
 
 
 def terminate_processes(
@@ -111,7 +133,7 @@ def terminate_processes(
         procs = alive(root + list(tracked.values()))
         return [p for p in procs if p.pid not in spare] if watchdog else procs
 
-    escalate(targets, signal_group, popen.poll, grace_s)
+    end_tree(targets, grace_s=grace_s, signal_group=signal_group, reap=popen.poll)
     if watchdog and popen.poll() is None:
         if popen.stdin is not None:
             try:
@@ -133,19 +155,14 @@ def terminate_processes(
 
 
 def stream_command(
-    command: Sequence[str],
+    launch: Launch,
     on_line: Callable[[str, str], None],
     *,
     env: Mapping[str, str] | None = None,
-    cwd: str | os.PathLike[str] | None = None,
-    timeout: float | None = None,
-    stop_event: threading.Event | None = None,
-    grace_s: Sequence[float] = (3.0, 3.0),
-    clock: Callable[[], float] = time.monotonic,
-    watchdog: bool = True,
     hold_fds: Sequence[int] = (),
+    watchdog: bool = True,
 ) -> ProcessOutcome:
-    """Run ``command`` in a new session and call ``on_line`` for each output line as it comes.
+    """Run ``launch.command`` in a new session and call ``on_line`` for each output line as it comes.
 
     Nothing is hidden: every line of both streams reaches ``on_line(line, stream)``, with
     ``stream`` = ``"stdout"`` or ``"stderr"``, so the caller can show each line on the stream it
@@ -153,18 +170,16 @@ def stream_command(
     (``KeyboardInterrupt`` included) propagates after the clean-up.
 
     Args:
-        command: Argument list (never a shell string).
+        launch: The launch (:class:`course_lib.runner.options.Launch`); read here: ``command`` (an
+            argument list, never a shell string), ``cwd``, ``timeout`` (reason ``"timeout"``),
+            ``stop_event`` (set from another thread: reason ``"stopped"``), ``grace_s`` (after SIGINT and
+            after SIGTERM during clean-up) and ``clock`` (for the timeout and the duration).
         on_line: Called with each line (without its line ending) and its stream's name.
         env: Complete environment of the command (``None``: inherit).
-        cwd: Working directory of the command.
-        timeout: Seconds after which the run is ended (reason ``"timeout"``); ``None``: no limit.
-        stop_event: When set from another thread, the run is ended (reason ``"stopped"``).
-        grace_s: Grace periods after SIGINT and after SIGTERM during clean-up.
-        clock: Monotonic clock used for the timeout and the duration (injectable for tests).
-        watchdog: Start the command under :mod:`course_lib.runner.watchdog`, so that the run
-            ends within seconds if this process dies (the watchdog is the first pid of the run).
         hold_fds: File descriptors (slot locks) the watchdog keeps open until the run's
             processes are gone (ignored without ``watchdog``).
+        watchdog: Start the command under :mod:`course_lib.runner.watchdog`, so that the run
+            ends within seconds if this process dies (the watchdog is the first pid of the run).
 
     Returns:
         A :class:`ProcessOutcome`. Whatever the outcome, no process of the run is left alive,
@@ -173,10 +188,10 @@ def stream_command(
     Raises:
         OSError: If the command cannot be started.
     """
+    clock, timeout, stop_event, grace_s = launch.clock, launch.timeout, launch.stop_event, launch.grace_s
     start = clock()
-    argv = list(command)
+    argv = list(launch.command)
     if watchdog:
-
         path = env.get("PATH") if env is not None else None
         if shutil.which(argv[0], path=path) is None and not (
                 os.path.isfile(argv[0]) and os.access(argv[0], os.X_OK)):
@@ -190,7 +205,7 @@ def stream_command(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=dict(env) if env is not None else None,
-        cwd=cwd,
+        cwd=launch.cwd,
         start_new_session=True,
         pass_fds=tuple(hold_fds) if watchdog else (),
     )

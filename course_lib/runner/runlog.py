@@ -1,10 +1,12 @@
 """The log of a launched run: rank prefixes parsed, JSON lines collected into a ``RunResult``.
 
-Horovod prefixes every line of a rank (and ``torchrun --tee 3`` does: ``[default1]:text``, notebook 07). Gloo (``horovodrun --gloo``) writes ``[1]<stderr>:text``
+Every line a launch prints is parsed here, and only here. Horovod prefixes every line of a rank (and
+``torchrun --tee 3`` does: ``[default1]:text``, notebook 07). Gloo (``horovodrun --gloo``) writes ``[1]<stderr>:text``
 (optionally preceded by a timestamp with ``--prefix-output-with-timestamp``); Open MPI
 (``--mpi``, which tags output) writes ``[1,0]<stdout>:text`` where the second number is the
-rank. Lines without a prefix are horovodrun's / mpirun's own. A rank's text that is one JSON
-object with an ``"event"`` key is an event of ``docs/architecture.md``.
+rank (and may cut a line in two: :class:`TagJoiner` joins it). Lines without a prefix are horovodrun's /
+mpirun's own. A rank's text that is one JSON object with an ``"event"`` key is an event of
+``docs/architecture.md``.
 
 Introduced in notebooks/03_horovod.ipynb.
 """
@@ -16,7 +18,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["RunResult", "parse_line", "names_stream", "split_interleaved"]
+__all__ = ["RunResult", "TagJoiner", "parse_line", "names_stream", "split_interleaved"]
 
 _ASCTIME = r"(?:\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})?"  # optional (Gloo's --prefix-output-with-timestamp)
 _STREAMS = r"stdout|stderr|stddiag"
@@ -33,6 +35,44 @@ _GLOO_TAG_AFTER_CR = re.compile(rf"\r(?={_ASCTIME}\[(\d+)\]<({_STREAMS})>:)")
 _RUNNER_FAILED = re.compile(r"^\s*Process name:\s*(?:(\d+)|\[\[\d+,\d+\],(\d+)\])\s*$")
 _COLLATERAL = "Horovod has been shut down"
 _TRACEBACK = "Traceback (most recent call last)"
+#: Open MPI's ``--tag-output`` prefix, ``[jobid,rank]<stdout>:``.
+_MPI_TAG = re.compile(rf"\[\d+,\d+\]<(?:{_STREAMS})>:")
+
+
+class TagJoiner:
+    """Re-joins the lines that ``mpirun --tag-output`` cut apart.
+
+    An unbuffered Python rank (``PYTHONUNBUFFERED=1``) writes ``print(text)`` as two writes, the
+    text and then the newline; mpirun tags each piece it reads, so another rank's line can land
+    between them: ``[1,0]<stdout>:AAA[1,1]<stdout>:BBB`` and later ``[1,0]<stdout>:`` (the newline).
+    A tagged piece that is followed by another tag on the same line is unfinished: it is kept and
+    put in front of that rank's next piece. Lines with one tag at their start pass unchanged.
+
+    Introduced in notebooks/06_beyond_one_machine.ipynb.
+    """
+
+    def __init__(self) -> None:
+        self.pending: dict[str, str] = {}
+
+    def feed(self, line: str) -> list[str]:
+        """The complete lines that ``line`` finishes (none, one or several)."""
+        tags = list(_MPI_TAG.finditer(line))
+        if not tags or (len(tags) == 1 and tags[0].start() == 0 and not self.pending):
+            return [line]
+        out = [line[:tags[0].start()]] if tags[0].start() > 0 else []
+        for k, match in enumerate(tags):
+            tag = match.group()
+            if k + 1 < len(tags):  # unfinished: another rank's piece follows on this line
+                self.pending[tag] = self.pending.get(tag, "") + line[match.end():tags[k + 1].start()]
+            else:
+                out.append(tag + self.pending.pop(tag, "") + line[match.end():])
+        return out
+
+    def flush(self) -> list[str]:
+        """What is still unfinished when the output ends, one line per rank."""
+        rest = [tag + text for tag, text in self.pending.items()]
+        self.pending.clear()
+        return rest
 
 
 def split_interleaved(line: str) -> list[str]:

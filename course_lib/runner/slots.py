@@ -1,22 +1,25 @@
-"""Machine-wide worker slots: concurrent learners share one server fairly, and no lock goes stale.
+"""What a launch holds on this machine: one decision for every launcher, and machine-wide slots held fairly.
+
+Every launcher asks :func:`plan_placement` before it starts anything. It answers with a
+:class:`PlaceRequest` (which device, how many of the machine's slots to hold, how the ranks find their
+share) or ``None`` for runs on other machines, and it raises :class:`LaunchError` for a run that does not
+fit: more workers than slots without ``oversubscribe=True``, or two ranks on one GPU (NCCL refuses it).
+:func:`course_lib.runner.execute.execute` then holds the slots (:func:`acquire`) and hands each rank its
+share through the rank wrapper (:data:`RANK_WRAPPER`, :mod:`course_lib.runner.place_rank`).
 
 A slot is one concrete CPU core or GPU (:func:`course_lib.training.machine.capacity.machine_capacity`, which
-also applies ``$COURSE_SLOTS``), and its file is named after it (``cpu-003.lock``, ``gpu-01.lock``) in
-one shared folder, ``$COURSE_SLOTS_DIR`` (default ``/tmp/course-slots``, created world-writable with
-the sticky bit, like ``/tmp``). A run holds a slot by holding an exclusive ``fcntl.flock`` on its file
-for its whole life, in the launching process and in the run's watchdog
-(:mod:`course_lib.runner.watchdog`). The operating system drops a ``flock`` when the last process
-holding it ends, however it ends (SIGKILL included), so a crash never leaves a stale lock, and the
-slots come free only once the run's processes are gone. A :class:`SlotGrant` names the cores or GPUs
-it holds, so concurrent runs are placed on disjoint ones (:mod:`course_lib.training.machine.placement`).
+also applies ``$COURSE_SLOTS``), and its file is named after it (``cpu-003.lock``) in one shared folder,
+``$COURSE_SLOTS_DIR`` (default ``/tmp/course-slots``; the files are :mod:`course_lib.training.machine.slot_files`).
+A run holds a slot by holding an exclusive ``fcntl.flock`` on its file for its whole life, in the
+launching process and in the run's watchdog (:mod:`course_lib.runner.watchdog`). The operating system
+drops a ``flock`` when the last process holding it ends, however it ends (SIGKILL included), so a crash
+never leaves a stale lock. A :class:`SlotGrant` names the cores or GPUs it holds, so concurrent runs are
+placed on disjoint ones (:mod:`course_lib.training.machine.placement`).
 
-A launch that does not fit queues: it holds a ticket file (locked the same way, so the tickets
-of dead waiters are ignored), and the oldest live ticket is served first, so a large request is
-not starved by small ones. While it waits, a message says its position, who holds the slots
-(user, pid, script, workers, for how long) and an estimate. With ``wait=False`` it raises
-:class:`SlotsBusyError` naming the holders instead.
-
-The slot files themselves (folder, locks, holders) are :mod:`course_lib.training.machine.slot_files`.
+A launch that does not fit queues: it holds a ticket file (locked the same way, so the tickets of dead
+waiters are ignored), and the oldest live ticket is served first, so a large request is not starved by
+small ones. While it waits, a message says its position, who holds the slots (user, pid, script,
+workers, for how long) and an estimate. With ``wait=False`` it raises :class:`SlotsBusyError` instead.
 
 Introduced in notebooks/03_horovod.ipynb.
 """
@@ -26,6 +29,7 @@ from __future__ import annotations
 import fcntl
 import getpass
 import os
+import sys
 import threading
 import time
 import uuid
@@ -33,13 +37,101 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from course_lib.runner.preflight import LaunchError
+from course_lib.runner.preflight import LaunchError, capacity, hosts_are_local
+from course_lib.training.machine.hardware import gpu_count
 from course_lib.training.machine.capacity import Capacity
 from course_lib.training.machine.slot_files import (
     DEFAULT_DIR, Holder, holders, live_tickets, lock_path, open_lock, slots_dir, try_lock, write_holder)
 
-__all__ = ["SlotsBusyError", "SlotWaitCancelled", "Holder", "SlotGrant", "slots_dir", "holders",
-           "acquire", "DEFAULT_DIR"]
+__all__ = ["RANK_WRAPPER", "PlaceRequest", "plan_placement", "parse_hosts", "placed", "SlotsBusyError",
+           "SlotWaitCancelled", "Holder", "SlotGrant", "slots_dir", "holders", "acquire", "DEFAULT_DIR"]
+
+#: What the launchers put in front of each rank's program on this machine (the launcher's own Python,
+#: which has course_lib, whatever interpreter the ranks use).
+RANK_WRAPPER = (sys.executable, "-m", "course_lib.runner.place_rank")
+
+@dataclass(frozen=True)
+class PlaceRequest:
+    """The slots a run holds on this machine and how its ranks share them.
+
+    Attributes:
+        capacity: The machine's slots of the run's device (:func:`course_lib.runner.preflight.capacity`).
+        slots: How many to hold (an oversubscribed run holds them all).
+        workers: The run's ranks (more ranks than slots wrap round them).
+        hosts: ``(name, slots)`` of the run's host list, for Gloo's and elastic's rank slots.
+        hide_gpus: CPU ranks on a GPU machine get ``CUDA_VISIBLE_DEVICES=""``.
+    """
+
+    capacity: Capacity
+    slots: int
+    workers: int
+    hosts: tuple[tuple[str, int], ...] = ()
+    hide_gpus: bool = False
+
+    @property
+    def device(self) -> str:
+        """``"cpu"`` or ``"gpu"``."""
+        return self.capacity.kind
+
+
+def parse_hosts(hosts: str | None, workers: int) -> tuple[tuple[str, int], ...]:
+    """``"a:1,b:2"`` (or the discovery script's ``"a:1 b:2"``) -> ``(("a", 1), ("b", 2))``;
+    ``None`` -> ``(("localhost", workers),)``, what horovodrun uses without ``-H``."""
+    if hosts is None:
+        return (("localhost", workers),)
+    out = []
+    for part in hosts.replace(" ", ",").split(","):
+        name, _, slots = part.strip().partition(":")
+        if name:
+            out.append((name, int(slots) if slots.isdigit() else 1))
+    return tuple(out)
+
+
+def plan_placement(workers: int, *, hosts: str | None = None, device: str | None = None,
+                   oversubscribe: bool = False, hold: int | None = None) -> PlaceRequest | None:
+    """Decide what a launch of ``workers`` ranks holds on this machine.
+
+    Args:
+        workers: Ranks of the run (for an elastic run, its most).
+        hosts: The run's host list; hosts other than this machine: ``None`` is returned (the other
+            machines' ranks place themselves, :func:`course_lib.training.machine.placement.worker_share`).
+        device: ``"cpu"``, ``"gpu"`` or ``None``: GPUs when the machine has one per worker, else CPU
+            cores (the GPUs are then hidden from the ranks).
+        oversubscribe: Allow more workers than slots (CPU only; the run then holds every slot).
+        hold: Slots to hold when it is not one per worker (``run_python(slots=...)``: one process on
+            several cores or GPUs).
+
+    Returns:
+        The :class:`PlaceRequest`, or ``None`` for a run on other machines.
+
+    Raises:
+        LaunchError: It does not fit: more GPU ranks than GPUs, or more workers than slots without
+            ``oversubscribe``; or a bad ``device`` / ``$COURSE_SLOTS``.
+    """
+    if not hosts_are_local(hosts):
+        return None
+    gpus = gpu_count()
+    wanted = workers if hold is None else hold
+    if device is None:
+        device = "gpu" if gpus and capacity("gpu").slots >= wanted else "cpu"
+    cap = capacity(device)
+    if cap.kind == "gpu" and wanted > cap.slots:
+        raise LaunchError(f"{wanted} GPU workers but this machine has {cap.describe()}: NCCL refuses two "
+                          "ranks on one GPU (horovod#3929), so the course never places them so; use "
+                          "fewer workers, or device='cpu' to run them as CPU processes")
+    if wanted > cap.slots and not oversubscribe:
+        raise LaunchError(
+            f"num_workers={wanted} exceeds the {cap.slots} slots of this machine ({cap.describe()}); "
+            "pass oversubscribe=True to run more processes than slots (they then share cores, so "
+            "timings are not representative)")
+    return PlaceRequest(cap, min(wanted, cap.slots), workers, parse_hosts(hosts, workers),
+                        hide_gpus=cap.kind == "cpu" and gpus > 0)
+
+
+def placed(request: PlaceRequest | None, program: list[str]) -> list[str]:
+    """``program`` started through the rank wrapper when the run is placed, unchanged otherwise."""
+    return list(RANK_WRAPPER) + program if request is not None else program
+
 
 class SlotsBusyError(LaunchError):
     """The slots asked for are held by other runs and the caller asked not to wait."""
@@ -112,34 +204,33 @@ def _estimate(found: list[Holder], now: float) -> str:
     return "no upper bound (a holder set no timeout); runs of this course take minutes"
 
 
-def acquire(count: int, *, capacity: Capacity, script: str = "?", workers: int = 0,
-            timeout_s: float | None = None, wait: bool = True,
-            notify: Callable[[str], None] = print, stop_event: threading.Event | None = None,
+def acquire(request: PlaceRequest, *, script: str = "?", timeout_s: float | None = None, wait: bool = True,
+            stop_event: threading.Event | None = None, notify: Callable[[str], None] = print,
             poll_s: float = 0.5, directory: Path | None = None) -> SlotGrant:
-    """Hold ``count`` of the machine's ``total`` slots, waiting in line if they are taken.
+    """Hold the ``request.slots`` slots of ``request.capacity``, waiting in line if they are taken.
 
     Args:
-        count: Slots wanted, 1 <= count <= ``capacity.slots``.
-        capacity: The machine's slots of one kind (:func:`course_lib.training.machine.capacity.machine_capacity`).
-        script, workers, timeout_s: What the waiting messages of others show about this run.
+        request: What the launch holds (:func:`plan_placement`): ``slots`` of ``capacity``, for ``workers`` ranks.
+        script, timeout_s: What the waiting messages of other launches show about this run.
         wait: ``False``: raise :class:`SlotsBusyError` instead of waiting.
-        notify: Called with each waiting message (when the position or the holders change).
         stop_event: When set, waiting ends with :class:`SlotWaitCancelled`.
+        notify: Called with each waiting message (when the position or the holders change).
         poll_s: Seconds between two looks at the slots. directory: Default :func:`slots_dir`.
 
     Returns:
         The :class:`SlotGrant` (release it, or use it as a context manager).
 
     Raises:
-        LaunchError: ``count`` outside 1..slots. SlotsBusyError: Busy and ``wait=False``.
+        LaunchError: ``request.slots`` outside 1..slots. SlotsBusyError: Busy and ``wait=False``.
         SlotWaitCancelled: ``stop_event`` was set while waiting.
     """
+    count, capacity = request.slots, request.capacity
     total = capacity.slots
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= total:
         raise LaunchError(f"cannot hold {count!r} of the machine's {total} slots")
     folder = directory or slots_dir()
     info = {"user": getpass.getuser(), "pid": os.getpid(), "script": script,
-            "workers": workers, "started": time.time(), "timeout_s": timeout_s}
+            "workers": request.workers, "started": time.time(), "timeout_s": timeout_s}
     mutex = open_lock(folder / "mutex.lock")
     ticket_fd, ticket = None, None
     started, last_message = time.monotonic(), None

@@ -4,9 +4,9 @@
 ...]`` from the ``COURSE_WORKERS_SPEC`` variable, starts one process per entry (this process's
 environment plus the entry's ``env``), and forwards every line as ``[i]<stdout>:text`` or
 ``[i]<stderr>:text`` — the tags of Horovod's Gloo launcher, so :mod:`course_lib.runner.runlog`
-parses them. When one worker fails, the others get SIGTERM, then SIGKILL (a collective would
-otherwise wait for the dead one), and the supervisor exits with the failed worker's status
-(128 + signal when it was killed). :func:`course_lib.runner.multiworker.run_workers` starts it
+parses them. When one worker fails, the others get SIGTERM, then SIGKILL
+(:func:`course_lib.runner.watchdog.end_tree`; a collective would otherwise wait for the dead one), and
+the supervisor exits with the failed worker's status (128 + signal when it was killed). :func:`course_lib.runner.multiworker.run_workers` starts it
 and owns the streaming, time-out and clean-up of the whole process tree.
 
 Introduced in notebooks/06_beyond_one_machine.ipynb.
@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
 import time
 from typing import Any
+
+from course_lib.runner.watchdog import end_tree
 
 __all__ = ["SPEC_VAR", "supervise"]
 
@@ -74,13 +75,7 @@ def supervise(specs: list[dict], grace_s: float = 3.0) -> int:
             with lock:
                 print(f"worker {index} exited with status {code}; ending the other workers",
                       file=sys.stderr, flush=True)
-            for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-                for proc in procs:
-                    if proc.poll() is None:
-                        proc.send_signal(sig)
-                deadline = time.monotonic() + wait
-                while time.monotonic() < deadline and any(p.poll() is None for p in procs):
-                    time.sleep(0.05)
+            end_tree(procs, grace_s=(0.0, grace_s), interrupt=False)
             break
         time.sleep(0.1)
     for thread in threads:

@@ -24,9 +24,9 @@ from typing import Sequence, Unpack
 
 from course_lib.runner.execute import execute
 from course_lib.runner.options import Launch, RunOptions
-from course_lib.runner.placing import RANK_WRAPPER, plan_placement
 from course_lib.runner.preflight import LaunchError, check_script, check_strings
 from course_lib.runner.runlog import RunResult
+from course_lib.runner.slots import RANK_WRAPPER, plan_placement
 
 __all__ = ["build_torchrun_command", "check_torch", "run_torchrun"]
 
@@ -96,11 +96,6 @@ def run_torchrun(script: str | os.PathLike[str], num_workers: int, script_args: 
         command = build_torchrun_command(run.python, num_workers, [str(path), *args],
                                          log_dir=os.path.join(log_root, "torchrun-logs"),
                                          wrapper=RANK_WRAPPER if place else (), extra=extra)
-        try:
-            return execute(command, run, horovod=True, place=place, script=path.name, workers=num_workers)
-        except Exception as exc:  # the launcher's words name horovodrun: say what ran
-            if exc.args and isinstance(exc.args[0], str):
-                exc.args = (exc.args[0].replace("horovodrun", "torchrun", 1),) + exc.args[1:]
-            raise
+        return execute(run.but(command=command, launcher="torchrun", place=place, script=path.name))
     finally:
         shutil.rmtree(log_root, ignore_errors=True)

@@ -22,7 +22,10 @@ end by ``s`` too), and slot locks passed in with ``--hold-fd`` stay held until t
 (:mod:`course_lib.runner.slots`), so a run's slots are free only once its processes are gone.
 SIGINT is ignored (the caller ends the run itself); SIGTERM ends the run like a caller's death.
 
-This file imports only the standard library and ``psutil``, so it runs by path::
+:func:`end_tree` is the one way the course ends processes (SIGINT, SIGTERM, SIGKILL, a grace period between
+the steps): the launcher's clean-up, the watchdog, the supervisor of several workers, the tests' local
+cluster and the suite's timing driver call it. This file imports only the standard library (``psutil``
+inside the functions that walk a process tree), so it runs by path::
 
     python course_lib/runner/watchdog.py [--grace 2 2] [--hold-fd 7] -- horovodrun -np 2 ...
 
@@ -41,31 +44,11 @@ import sys
 import time
 from typing import Callable, Iterable, Sequence
 
-__all__ = ["watchdog_command", "scan_descendants", "alive", "escalate", "become_subreaper", "is_subreaper",
-           "reap_adopted", "main"]
+__all__ = ["scan_descendants", "running", "alive", "end_tree", "become_subreaper",
+           "is_subreaper", "reap_adopted", "main"]
 
 _SCAN_S = 0.25
 _LEFTOVER_GRACE_S = 2.0
-
-
-def watchdog_command(command: list[str], *, grace_s: tuple[float, float] = (2.0, 2.0),
-                     hold_fds: list[int] | tuple[int, ...] = (),
-                     python: str = sys.executable) -> list[str]:
-    """The argument list that runs ``command`` under the watchdog.
-
-    Args:
-        command: The run's argument list.
-        grace_s: Seconds after SIGINT and after SIGTERM when the watchdog ends the run.
-        hold_fds: Inherited file descriptors (slot locks) the watchdog keeps open until it exits.
-        python: Interpreter of the watchdog (it needs ``psutil``).
-
-    Returns:
-        ``[python, <this file>, --grace, a, b, (--hold-fd, fd)..., --, *command]``.
-    """
-    argv = [python, os.path.abspath(__file__), "--grace", str(grace_s[0]), str(grace_s[1])]
-    for fd in hold_fds:
-        argv += ["--hold-fd", str(fd)]
-    return argv + ["--"] + list(command)
 
 
 def scan_descendants(root_pid: int, tracked: dict) -> None:
@@ -86,48 +69,87 @@ def scan_descendants(root_pid: int, tracked: dict) -> None:
             continue
 
 
-def alive(procs: Iterable) -> list:
-    """The ``psutil.Process`` objects of ``procs`` that still run (zombies count as gone)."""
+def running(proc: object) -> bool:
+    """Whether ``proc`` still runs (a zombie counts as gone): a ``psutil.Process``, a ``subprocess.Popen``
+    (polled, so it is reaped) or a pid (Linux; reaped when it is this process's child)."""
+    if isinstance(proc, subprocess.Popen):
+        return proc.poll() is None
+    if isinstance(proc, int):
+        try:
+            os.waitpid(proc, os.WNOHANG)  # our child: reap it
+        except ChildProcessError:
+            pass
+        try:
+            with open(f"/proc/{proc}/stat") as stat:
+                return stat.read().rsplit(")", 1)[-1].split()[0] != "Z"
+        except (OSError, IndexError):
+            return False
     import psutil
 
-    result = []
-    for proc in procs:
+    try:
+        return bool(proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE)  # type: ignore[attr-defined]
+    except psutil.Error:
+        return False
+
+
+def alive(procs: Iterable) -> list:
+    """Those of ``procs`` that still run (:func:`running`)."""
+    return [proc for proc in procs if running(proc)]
+
+
+def _send(proc: object, sig: int) -> None:
+    """Send ``sig`` to ``proc`` (see :func:`running`); one that is gone already is skipped."""
+    if isinstance(proc, (int, subprocess.Popen)):
         try:
-            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
-                result.append(proc)
-        except psutil.Error:
-            continue
-    return result
+            os.kill(proc, sig) if isinstance(proc, int) else proc.send_signal(sig)
+        except OSError:
+            pass
+        return
+    import psutil
+
+    try:
+        proc.send_signal(sig)  # type: ignore[attr-defined]
+    except psutil.Error:
+        pass
 
 
-def escalate(targets: Callable[[], list], signal_group: Callable[[int], None],
-             reap: Callable[[], object], grace_s: Sequence[float]) -> None:
-    """SIGINT, then SIGTERM, then SIGKILL: each to a process group and to every target still alive,
-    waiting up to the step's grace period for the targets to go before the next signal.
+def end_tree(targets: Callable[[], list] | Iterable, *, grace_s: Sequence[float] = (3.0, 3.0),
+             interrupt: bool = True, signal_group: Callable[[int], None] | None = None,
+             reap: Callable[[], object] | None = None, kill_s: float = 5.0) -> None:
+    """End a process tree, the one way the course does: SIGINT, then SIGTERM, then SIGKILL, each to a
+    process group and to every target still alive, waiting up to the step's grace period for the targets
+    to go before the next signal.
 
     Args:
-        targets: Returns the ``psutil.Process`` objects to end now (called before each step, so
-            descendants born meanwhile are included); an empty list ends the escalation.
-        signal_group: Sends a signal to the run's process group.
+        targets: The processes (``psutil.Process``, ``subprocess.Popen`` or pids), or a callable that
+            returns those to end now (called before each step, so descendants born meanwhile are
+            included); nothing left ends the escalation.
+        grace_s: Seconds granted after SIGINT and after SIGTERM.
+        interrupt: ``False``: start with SIGTERM (a process that has no SIGINT clean-up).
+        signal_group: Sends a signal to the run's process group (``None``: no group).
         reap: Reaps the direct child, so that it does not linger as a zombie.
-        grace_s: Seconds granted after SIGINT and after SIGTERM (SIGKILL gets 5 s).
-    """
-    import psutil
+        kill_s: Seconds granted after SIGKILL.
 
-    for sig, grace in ((signal.SIGINT, grace_s[0]), (signal.SIGTERM, grace_s[1]),
-                       (signal.SIGKILL, 5.0)):
-        procs = targets()
+    Introduced in notebooks/03_horovod.ipynb (every launch is ended through it).
+    """
+    given = None if callable(targets) else list(targets)
+
+    def current() -> list:
+        return alive(given) if given is not None else targets()  # type: ignore[operator]
+
+    steps = [(signal.SIGTERM, grace_s[1]), (signal.SIGKILL, kill_s)]
+    for sig, grace in ([(signal.SIGINT, grace_s[0])] if interrupt else []) + steps:
+        procs = current()
         if not procs:
             return
-        signal_group(sig)
+        if signal_group is not None:
+            signal_group(sig)
         for proc in procs:
-            try:
-                proc.send_signal(sig)
-            except psutil.Error:  # already gone
-                continue
+            _send(proc, sig)
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
-            reap()
+            if reap is not None:
+                reap()
             if not alive(procs):
                 break
             time.sleep(0.05)
@@ -189,7 +211,7 @@ def _end_all(child: subprocess.Popen, tracked: dict, grace_s: Sequence[float]) -
             except OSError:
                 pass
 
-    escalate(targets, signal_group, reap, grace_s)
+    end_tree(targets, grace_s=grace_s, signal_group=signal_group, reap=reap)
 
 
 def _prepare_child() -> None:  # pragma: no cover - runs in the child before exec

@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -37,6 +36,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from course_lib.runner.watchdog import end_tree
 from tools.localcluster.common import LocalClusterError, require_programs, require_root, run, tail
 
 __all__ = ["Host", "LocalHosts", "LINK", "NETNS_PREFIX", "HOST_NAMES", "why_not"]
@@ -320,21 +320,4 @@ def _end(pid: int, workdir: Path | None, grace: float = 3.0) -> None:
         return
     if workdir is not None and str(workdir).encode() not in cmd:
         return
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 2.0)):
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            try:
-                done, _ = os.waitpid(pid, os.WNOHANG)  # our child: reap it
-                if done:
-                    return
-            except ChildProcessError:
-                if not Path(f"/proc/{pid}").exists():
-                    return
-                stat = Path(f"/proc/{pid}/stat").read_text() if Path(f"/proc/{pid}/stat").exists() else ""
-                if ") Z" in stat:
-                    return
-            time.sleep(0.05)
+    end_tree([pid], grace_s=(0.0, grace), interrupt=False, kill_s=2.0)  # reaps it when it is our child

@@ -24,13 +24,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
+from course_lib.runner.watchdog import end_tree
 from tools.localcluster.common import LocalClusterError, require_programs, require_root, run, tail
 
 __all__ = ["LocalSlurm", "MAX_TIME", "PARTITION"]
@@ -274,28 +274,9 @@ def _boot_time() -> float:
 
 def _end(pid: int, proc: subprocess.Popen | None, grace: float = 5.0) -> None:
     """SIGTERM, wait up to ``grace`` s, then SIGKILL; reap it when it is our child."""
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 3.0)):
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            break
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            if proc is not None:
-                if proc.poll() is not None:
-                    return
-            elif not Path(f"/proc/{pid}").exists() or ") Z" in _stat(pid):
-                return
-            time.sleep(0.05)
+    end_tree([proc if proc is not None else pid], grace_s=(0.0, grace), interrupt=False, kill_s=3.0)
     if proc is not None:
         try:
             proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
             pass
-
-
-def _stat(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""

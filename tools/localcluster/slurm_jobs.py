@@ -12,12 +12,13 @@ Works with any Slurm whose commands find their controller through ``env`` (``SLU
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
+
+from course_lib.runner.runlog import parse_line
 
 __all__ = ["SlurmJobError", "JobOutcome", "submit", "wait", "job_fields", "HOPELESS", "DONE_STATES"]
 
@@ -132,17 +133,9 @@ def wait(job_id: str, *, timeout: float, env: Mapping[str, str] | None = None, p
         time.sleep(poll_s)
     output_path = fields.get("StdOut", "")
     output = Path(output_path).read_text(errors="replace") if output_path and Path(output_path).is_file() else ""
-    events = []
-    for line in output.splitlines():
-        text = line.split(":", 1)[1] if line.startswith("[") and "]<std" in line else line
-        text = text.strip()
-        if text.startswith("{") and text.endswith("}"):
-            try:
-                event = json.loads(text)
-            except ValueError:
-                continue
-            if isinstance(event, dict) and "event" in event:
-                events.append(event)
+    # A task's line carries horovodrun's rank prefix, or none (srun): parsed as the launcher's are.
+    events = [event for line in output.splitlines()
+              if (event := parse_line(line)[3] or parse_line(line, horovod=False)[3]) is not None]
     return JobOutcome(job_id, fields.get("JobState", ""), fields.get("ExitCode", ""), fields, output,
                       time.monotonic() - start, events)
 

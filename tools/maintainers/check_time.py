@@ -38,14 +38,14 @@ from pathlib import Path
 
 from tools.maintainers import suite_profile
 from course_lib.environment.machine import describe_machine, load_average, speed_probe
-from course_lib.runner.watchdog import alive, become_subreaper, escalate, is_subreaper, reap_adopted, scan_descendants
+from course_lib.runner.watchdog import alive, become_subreaper, end_tree, is_subreaper, reap_adopted, scan_descendants
 
 ROOT = Path(__file__).resolve().parents[2]
 SETUP_DONE = re.compile(r"\[setup\] done in (\d+) s")
 TEARDOWN_GRACE_S = (30.0, 5.0)  # after SIGINT (pytest's fixtures tear down), after SIGTERM
 
 
-def end_tree(proc: subprocess.Popen, grace_s: tuple[float, float] = TEARDOWN_GRACE_S) -> int:
+def end_run(proc: subprocess.Popen, grace_s: tuple[float, float] = TEARDOWN_GRACE_S) -> int:
     """End ``proc``'s session and its descendants, and, in the driver (a subreaper, whose every child is the
     run's), the orphans it adopted; return how many were alive."""
     tracked: dict = {}
@@ -67,7 +67,7 @@ def end_tree(proc: subprocess.Popen, grace_s: tuple[float, float] = TEARDOWN_GRA
             reap_adopted(proc.pid)
 
     found = len(targets())
-    escalate(targets, signal_group, reap, grace_s)
+    end_tree(targets, grace_s=grace_s, signal_group=signal_group, reap=reap)
     reap()
     return found
 
@@ -90,10 +90,10 @@ def timed(command: list[str], cwd: Path, log: Path, env: dict[str, str] | None =
         try:
             rc = proc.wait()
         except BaseException:  # Ctrl+C, or SIGTERM (main): nothing of the run may go on without us
-            end_tree(proc, grace_s)
+            end_run(proc, grace_s)
             raise
     wall, cpu = time.monotonic() - start, suite_profile.busy_cpu_seconds() - busy
-    leftovers = end_tree(proc, (2.0, 2.0))  # the run ended: whatever of it is still alive outlived it
+    leftovers = end_run(proc, (2.0, 2.0))  # the run ended: whatever of it is still alive outlived it
     cores = os.cpu_count() or 1
     text = log.read_text(errors="replace")
     setup = SETUP_DONE.search(text)

@@ -52,7 +52,7 @@ MUTANTS: tuple[Mutant, ...] = (
            "                return int(local)",
            ("tests/test_capacity.py",)),
     Mutant("gpu_ranks_share_a_gpu", "a GPU run may put more ranks than GPUs (NCCL refuses two on one GPU)",
-           "course_lib/runner/placing.py",
+           "course_lib/runner/slots.py",
            "    if cap.kind == \"gpu\" and wanted > cap.slots:",
            "    if False:",
            ("tests/test_capacity.py",)),

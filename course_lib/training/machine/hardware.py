@@ -68,7 +68,7 @@ def gpu_names(*, timeout_s: float = 10.0) -> list[str]:
 def gpu_count() -> int:
     """Number of physical NVIDIA GPUs on this machine (:func:`gpu_names`, so ``nvidia-smi -L``).
 
-    The launcher asks it to choose a run's device (:mod:`course_lib.runner.placing`).
+    The launcher asks it to choose a run's device (:mod:`course_lib.runner.slots`).
     Introduced in notebooks/03_horovod.ipynb.
     """
     return len(gpu_names())
