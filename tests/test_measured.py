@@ -47,3 +47,13 @@ def test_at_least_decides_with_the_interval(value, half, threshold, verdict):
 def test_at_least_rejects_a_negative_interval():
     with pytest.raises(ValueError, match="half_width"):
         measured.at_least(1.0, -0.1, 0.5)
+
+
+def test_in_words_says_each_verdict_in_the_words_given():
+    assert [measured.in_words(v, "yes", "no") for v in (True, False, None)] == ["yes", "no", "cannot tell"]
+    assert [measured.in_words(v, "yes", "no") for v in ("True", "False", "cannot tell")] == ["yes", "no", "cannot tell"]
+    assert measured.in_words(None, "faster", "slower", "inside the noise") == "inside the noise"
+    assert measured.in_words(measured.at_least(1.2, 0.1, 1.0), "above", "below") == "above"
+    with pytest.raises(ValueError, match="a verdict is True, False or 'cannot tell'"):
+        measured.in_words("maybe", "yes", "no")
+
