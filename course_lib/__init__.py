@@ -36,7 +36,8 @@ and each layer's imports as ``tests/test_layers.MAY_IMPORT`` enforces them.
     ``alpha_parts``, ``comm_findings`` and ``timeline`` (what communication costs, 05), ``scaling`` (tables and
     plots), ``paired_runs`` (runs compared in alternating rounds, paired: 03; the one owner of the pairing),
     ``mirrored_rounds`` (02's runs in rounds), ``measured`` (a measured value shown masked, with its verdict),
-    ``ablation``, ``recovery``, ``trials`` and ``trial_runner`` (04), ``knobs`` (05),
+    ``ladder``, ``ladder_verdicts``, ``ladder_view``, ``time_to_target``, ``recovery``, ``trials`` and
+    ``trial_runner`` (04), ``knobs`` (05),
     the self-checks in ``checks/``: ``checks.core`` (the one self-check pattern), ``checks.answers`` (the
     keyed answers) and one module per notebook, named by its file: ``checks.data_parallelism`` (01),
     ``checks.mirrored_strategy`` (02), ``checks.horovod`` (03), ``checks.large_batch`` (04),

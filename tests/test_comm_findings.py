@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from course_lib.lessons.comm_findings import Findings, summary_lines, word
+from course_lib.lessons.comm_findings import Findings, summary_lines
 
 BASE = Findings(latency_ratio=300.0, latency_far_above=True, largest_part="cycle wait", largest_share=0.57,
                 cycle_majority=True, parts_add_up=True, busbw_share={"gloo": (0.36, False), "mpi": (0.85, True)},
@@ -49,7 +49,3 @@ def test_the_sentences_say_what_their_verdicts_decided():
     assert "`horovodrun --mpi` is the faster controller" in text
     gloo = dataclasses.replace(BASE, mpi_faster_small=False, mpi_faster_large=False)
     assert "keep Gloo" in "\n".join(summary_lines(gloo))
-
-
-def test_word():
-    assert [word(v, "yes", "no") for v in (True, False, None)] == ["yes", "no", "cannot tell"]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -47,3 +50,38 @@ def test_at_least_decides_with_the_interval(value, half, threshold, verdict):
 def test_at_least_rejects_a_negative_interval():
     with pytest.raises(ValueError, match="half_width"):
         measured.at_least(1.0, -0.1, 0.5)
+
+
+def test_in_words_says_each_verdict_in_the_words_given():
+    assert [measured.in_words(v, "yes", "no") for v in (True, False, None)] == ["yes", "no", "cannot tell"]
+    assert [measured.in_words(v, "yes", "no") for v in ("True", "False", "cannot tell")] == ["yes", "no", "cannot tell"]
+    assert measured.in_words(None, "faster", "slower", "inside the noise") == "inside the noise"
+    assert measured.in_words(measured.at_least(1.2, 0.1, 1.0), "above", "below") == "above"
+    with pytest.raises(ValueError, match="a verdict is True, False or 'cannot tell'"):
+        measured.in_words("maybe", "yes", "no")
+
+
+#: The keys of a table that words a verdict by itself: the decision's values, or their printed forms.
+_VERDICT_KEYS = [{True, False, None}, {"True", "False", "cannot tell"}]
+
+
+def verdict_tables(source: str) -> list[int]:
+    """Lines of ``source`` where a dict literal maps a verdict's three values to words (``in_words`` does that)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Dict) and all(isinstance(k, ast.Constant) for k in node.keys):
+            keys = {k.value for k in node.keys if isinstance(k, ast.Constant)}
+            if any(keys == wanted for wanted in _VERDICT_KEYS):
+                found.append(node.lineno)
+    return sorted(found)
+
+
+def test_no_lessons_module_words_a_verdict_by_itself():
+    """The words of a verdict have one home, ``measured.in_words``: a {True/False/None: words} table elsewhere fails."""
+    lessons = Path(measured.__file__).parent
+    tables = {str(p.relative_to(lessons)): lines for p in sorted(lessons.rglob("*.py"))
+              if (lines := verdict_tables(p.read_text(encoding="utf-8")))}
+    assert tables == {}, f"word these verdicts with course_lib.lessons.measured.in_words: {tables}"
+    planted = 'said = {True: "faster", False: "slower", None: "cannot tell"}[v]\nx = {"True": 1, "False": 2, "cannot tell": 3}'
+    assert verdict_tables(planted) == [1, 2]
+    assert verdict_tables('said = {True: "faster", False: "slower"}[v]') == []

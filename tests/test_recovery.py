@@ -10,29 +10,31 @@ import sys
 import pytest
 
 from course_lib.lessons import recovery
+from course_lib.lessons.trials import Trial
 from course_lib.training.stats import mean_ci95
+from tests.trial_records import trial
 
 BASELINE = [0.80, 0.82, 0.79, 0.81, 0.83, 0.80]
 NAIVE = [0.60, 0.65, 0.58, 0.62, 0.66, 0.61]
 
 
-def _trials(accuracies: list[float], seeds: list[int] | None = None) -> list[dict]:
-    return [{"seed": seed, "test_accuracy": a} for seed, a in zip(seeds or range(len(accuracies)), accuracies)]
+def _trials(accuracies: list[float], seeds: list[int] | None = None) -> list[Trial]:
+    return [trial(seed=seed, test_accuracy=a) for seed, a in zip(seeds or range(len(accuracies)), accuracies)]
 
 
-def _recipe(fraction: float, noise: float = 0.004) -> list[dict]:
+def _recipe(fraction: float, noise: float = 0.004) -> list[Trial]:
     """A recipe row that wins back ``fraction`` of each seed's loss, give or take ``noise``."""
     wobble = [1, -1, 0.5, -0.5, 0, 1]
     return _trials([n + fraction * (b - n) + noise * w for b, n, w in zip(BASELINE, NAIVE, wobble)])
 
 
-def _fraction(recipe: list[dict]) -> recovery.Recovery:
+def _fraction(recipe: list[Trial]) -> recovery.Recovery:
     return recovery.recovered_fraction(_trials(BASELINE), _trials(NAIVE), recipe)
 
 
 def test_the_fraction_is_gain_over_loss_of_the_paired_means() -> None:
     found = _fraction(_recipe(0.6))
-    gain = [r["test_accuracy"] - n for r, n in zip(_recipe(0.6), NAIVE)]
+    gain = [r.test_accuracy - n for r, n in zip(_recipe(0.6), NAIVE)]
     loss = [b - n for b, n in zip(BASELINE, NAIVE)]
     assert found.fraction == pytest.approx(sum(gain) / sum(loss))
     assert found.seeds == 6 and found.loss == pytest.approx(mean_ci95(loss))
@@ -45,7 +47,7 @@ def test_the_interval_ends_are_where_the_t_interval_of_gain_minus_f_loss_touches
     """Fieller's interval, from its definition: at each end, mean(gain - f loss) is exactly one half-width from 0."""
     recipe = _recipe(fraction, noise=0.01)
     found = _fraction(recipe)
-    gain = [r["test_accuracy"] - n for r, n in zip(recipe, NAIVE)]
+    gain = [r.test_accuracy - n for r, n in zip(recipe, NAIVE)]
     loss = [b - n for b, n in zip(BASELINE, NAIVE)]
     for end in (found.low, found.high):
         mean, half = mean_ci95([g - end * v for g, v in zip(gain, loss)])

@@ -25,3 +25,17 @@ def test_no_growth_no_ramp_and_bad_input() -> None:
     assert schedules.warmup_multiplier(1, 3, 10)(0.5) == 1.0
     with pytest.raises(ValueError, match="growth must be >= 1"):
         schedules.warmup_multiplier(0.5, 1, 1)
+
+
+def test_warmup_multiplier_matches_horovods_ramp() -> None:
+    growth, warmup, spe = 8, 2, 4
+    mult = schedules.warmup_multiplier(growth, warmup, spe)
+    # First step: (1/4 * 7/2 + 1) / 8, exactly as hvd.LearningRateWarmupCallback with size 8.
+    assert mult(0.0) == pytest.approx((0.25 * 7 / 2 + 1) / 8)
+    # Last step of the ramp (epoch 1, batch 3 -> 1.75) reaches exactly 1.
+    assert mult(1.75) == pytest.approx(1.0)
+    values = [mult(e + b / spe) for e in range(warmup) for b in range(spe)]
+    assert values == sorted(values) and values[0] > 1 / growth
+    assert schedules.warmup_multiplier(1, 3, 10)(0.5) == 1.0  # no growth: no ramp
+    with pytest.raises(ValueError, match="growth must be >= 1"):
+        schedules.warmup_multiplier(0, 1, 1)

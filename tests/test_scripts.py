@@ -144,7 +144,7 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> dict:
     - ``accumulated``: --backward-passes-per-step 3, 2 epochs of 6 micro-steps, LR scaled, one warm-up epoch,
       the test set scored every epoch, rank 0's weights digested after every micro-step (one run for what
       three runs checked: a one-process run here, tests/test_accumulation.py's 2-worker run and
-      tests/test_ablation.py's one-process run of the same flags);
+      the one-process run of the same flags that tests/test_ablation.py had);
     - ``warmup``: 2 epochs, the LR scaled by the 2 workers and warmed up over the first (Horovod's own callback);
     - ``interrupted``: the reference's flags into another folder, the whole job killed with SIGKILL of its
       process group right after this run's checkpoint of epoch 1 is committed.

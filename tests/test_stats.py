@@ -1,6 +1,6 @@
 """course_lib.training.stats: the one decision rule of every verdict, and efficiency with its interval.
 
-Each verdict of the course (``measured.at_least``, ``ablation.decide`` and ``ladder_table``,
+Each verdict of the course (``measured.at_least``, ``ladder_verdicts.decide`` and ``ladder_table``,
 ``knobs.compare``, ``widgets.superlinear_notes``, ``benchmarks/stats.goal_verdict``) calls
 ``interval_verdict``; the last test reads their source and fails when one of them decides by itself again.
 """
@@ -61,8 +61,8 @@ def test_scaling_efficiency_and_its_interval():
 
 
 #: (file, function) of every verdict; each must call the owner and compare no interval end itself.
-VERDICTS = [("course_lib/lessons/measured.py", "at_least"), ("course_lib/lessons/ablation.py", "decide"),
-            ("course_lib/lessons/ablation.py", "ladder_table"), ("course_lib/lessons/knobs.py", "compare"),
+VERDICTS = [("course_lib/lessons/measured.py", "at_least"), ("course_lib/lessons/ladder_verdicts.py", "decide"),
+            ("course_lib/lessons/ladder_verdicts.py", "ladder_table"), ("course_lib/lessons/knobs.py", "compare"),
             ("course_lib/lessons/widgets.py", "superlinear_notes"), ("benchmarks/stats.py", "goal_verdict"),
             ("course_lib/lessons/recovery.py", "recovery_word")]
 OWNERS = {"interval_verdict", "ci_verdict"}

@@ -32,10 +32,10 @@ def test_a_run_repeats_bit_for_bit_whatever_ran_before(runner: trials.TrialRunne
     trials.train_trial({**SGD, "batch": 32, "base_lr": 0.5}, 3, split, epochs=1, runner=runner)
     again = trials.train_trial(SGD, 3, split, epochs=2, runner=runner, checks_per_epoch=2)
     for key in ("val_curve", "loss_curve", "test_accuracy", "test_loss", "updates"):
-        assert again[key] == first[key], key
-    assert first["updates"] == 8 and [u for u, _ in first["val_curve"]] == [2, 4, 6, 8]
+        assert getattr(again, key) == getattr(first, key), key
+    assert first.updates == 8 and [u for u, _ in first.val_curve] == [2, 4, 6, 8]
     other = trials.train_trial(SGD, 5, split, epochs=2, runner=runner, checks_per_epoch=2)
-    assert other["loss_curve"] != first["loss_curve"]    # the seed matters (weights, order, dropout)
+    assert other.loss_curve != first.loss_curve    # the seed matters (weights, order, dropout)
 
 
 def test_a_reused_runner_trains_like_a_fresh_one(runner: trials.TrialRunner) -> None:
@@ -45,7 +45,7 @@ def test_a_reused_runner_trains_like_a_fresh_one(runner: trials.TrialRunner) -> 
     trials.train_trial(SGD, 0, split, epochs=1, runner=runner)
     shared = trials.train_trial(settings, 2, split, epochs=2, runner=runner)
     alone = trials.train_trial(settings, 2, split, epochs=2, runner=trials.TrialRunner())
-    assert shared["loss_curve"] == alone["loss_curve"] and shared["test_accuracy"] == alone["test_accuracy"]
+    assert shared.loss_curve == alone.loss_curve and shared.test_accuracy == alone.test_accuracy
 
 
 @pytest.mark.parametrize("warmup", [0, 1, 5])

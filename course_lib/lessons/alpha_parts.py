@@ -28,6 +28,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
+from course_lib.lessons.measured import in_words
 from course_lib.lessons.transport import Figure
 from course_lib.training.stats import interval_verdict
 
@@ -217,9 +218,8 @@ class AlphaGrowth:
         """The ``measured:`` line that states both alphas and what their difference says, as its verdict decided."""
         g = self.growth
         crowded = f" (3 ranks on {self.cores} cores take turns)" if self.cores and self.cores < 3 else ""
-        said = {True: f"more than the wire adds: the rest is waiting{crowded}",
-                False: "less than even the wire's extra hops",
-                None: "cannot tell it from the wire's extra hops"}[self.beyond_hops()]
+        said = in_words(self.beyond_hops(), f"more than the wire adds: the rest is waiting{crowded}",
+                        "less than even the wire's extra hops", "cannot tell it from the wire's extra hops")
         return (f"measured: α is {self.two.seconds * 1e3:.2f} ± {self.two.half_width_s * 1e3:.2f} ms at 2 "
                 f"processes and {self.three.seconds * 1e3:.2f} ± {self.three.half_width_s * 1e3:.2f} ms at 3, "
                 f"{g.seconds * 1e3:+.2f} ± {g.half_width_s * 1e3:.2f} ms; a 3-rank ring's 2 extra hops cost "

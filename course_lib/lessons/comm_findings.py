@@ -12,14 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from course_lib.lessons.measured import in_words
 from course_lib.training.stats import CANNOT_TELL
 
-__all__ = ["Findings", "summary_lines", "word"]
-
-
-def word(verdict: bool | None, yes: str, no: str) -> str:
-    """``yes`` for True, ``no`` for False, ``"cannot tell"`` for None (an interval that holds the threshold)."""
-    return CANNOT_TELL if verdict is None else (yes if verdict else no)
+__all__ = ["Findings", "summary_lines"]
 
 
 @dataclass(frozen=True)
@@ -62,31 +58,29 @@ def summary_lines(f: Findings) -> list[str]:
     """The summary's measured sentences, each chosen by its verdict (print them as ``measured:`` lines)."""
     lines = [
         f"Horovod's small all-reduce costs ≈{f.latency_ratio:.0f}x the transport's round trip; "
-        + {True: "almost all of its latency is Horovod's own path, not the wire.",
-           False: "the wire is a visible part of its latency (less than 10 round trips).",
-           None: "whether it is more than 10 round trips: cannot tell."}[f.latency_far_above],
+        + in_words(f.latency_far_above, "almost all of its latency is Horovod's own path, not the wire.",
+                   "the wire is a visible part of its latency (less than 10 round trips).",
+                   "whether it is more than 10 round trips: cannot tell."),
         f"The largest part of α is {f.largest_part} (≈{100 * f.largest_share:.0f} %); "
-        + {True: "most of α is the cycle wait, paid once per call whatever N.",
-           False: "the cycle wait is less than half of α.",
-           None: "whether the cycle wait is more than half of α: cannot tell (its interval holds one half)."}
-        [f.cycle_majority],
-        word(f.parts_add_up, "The measured parts add up to the α of the separate sweep, within their intervals.",
-             "The measured parts do NOT add up to the α of the separate sweep: something this experiment did not "
-             "vary (or a drift between the launches) holds the difference.")
-        if f.parts_add_up is not None else
-        "Whether the parts add up to the sweep's α: cannot tell (an interval is unknown).",
+        + in_words(f.cycle_majority, "most of α is the cycle wait, paid once per call whatever N.",
+                   "the cycle wait is less than half of α.",
+                   "whether the cycle wait is more than half of α: cannot tell (its interval holds one half)."),
+        in_words(f.parts_add_up, "The measured parts add up to the α of the separate sweep, within their intervals.",
+                 "The measured parts do NOT add up to the α of the separate sweep: something this experiment did not "
+                 "vary (or a drift between the launches) holds the difference.",
+                 "Whether the parts add up to the sweep's α: cannot tell (an interval is unknown)."),
     ]
     for controller, (share, enough) in f.busbw_share.items():
         lines.append(f"{controller}: at 64 MiB the bus bandwidth is ≈{100 * share:.0f} % of one TCP stream; "
-                     + word(enough, "at least 80 % of it.", "below 80 % of it."))
+                     + in_words(enough, "at least 80 % of it.", "below 80 % of it."))
     if f.mpi_faster_small and f.mpi_faster_large:
         lines.append("Over MPI the all-reduce is faster than over Gloo for small and large messages alike: where "
                      "Open MPI is installed, `horovodrun --mpi` is the faster controller on one machine.")
     elif f.mpi_faster_small is False and f.mpi_faster_large is False:
         lines.append("Over Gloo the all-reduce is faster than over MPI at both sizes here: keep Gloo.")
     else:
-        lines.append("MPI faster than Gloo: at 4 KiB " + word(f.mpi_faster_small, "yes", "no") + ", at 64 MiB "
-                     + word(f.mpi_faster_large, "yes", "no") + ": no controller is faster at both ends here.")
+        lines.append("MPI faster than Gloo: at 4 KiB " + in_words(f.mpi_faster_small, "yes", "no") + ", at 64 MiB "
+                     + in_words(f.mpi_faster_large, "yes", "no") + ": no controller is faster at both ends here.")
     if f.memory_slower is not None or f.without_horovod_slower is not None:
         if f.memory_slower and f.without_horovod_slower:
             lines.append("From 16 to 64 MiB the bus bandwidth falls with the machine's memory: copies and adds cost "
@@ -96,16 +90,15 @@ def summary_lines(f: Findings) -> list[str]:
                          "Horovod's bus bandwidth is in Horovod's own path.")
         else:
             lines.append("From 16 to 64 MiB: memory per byte "
-                         + word(f.memory_slower, "slower", "not slower") + ", the all-reduce without Horovod "
-                         + word(f.without_horovod_slower, "slower", "not slower") + " per byte.")
+                         + in_words(f.memory_slower, "slower", "not slower") + ", the all-reduce without Horovod "
+                         + in_words(f.without_horovod_slower, "slower", "not slower") + " per byte.")
     lines.append(f"A training step with the all-reduce against without it: {f.step_verdict} "
                  f"(≈{f.step_ratio:.2f}x)" + {"slower": ": the all-reduce costs the step time.",
                                               "faster": ": faster WITH the all-reduce, which only noise explains.",
                                               CANNOT_TELL: ": the all-reduce's cost is inside this machine's noise."}
                  .get(f.step_verdict, "."))
-    lines.append({True: "The long negotiation bars of the timeline are one rank waiting for the other (a straggler), "
-                        "not the network.",
-                  False: "The timeline's negotiations are not mostly a wait for the other rank.",
-                  None: "Whether the timeline's negotiations are mostly a wait for the other rank: cannot tell."}
-                 [f.skew_explains])
+    lines.append(in_words(f.skew_explains, "The long negotiation bars of the timeline are one rank waiting for the "
+                          "other (a straggler), not the network.",
+                          "The timeline's negotiations are not mostly a wait for the other rank.",
+                          "Whether the timeline's negotiations are mostly a wait for the other rank: cannot tell."))
     return lines

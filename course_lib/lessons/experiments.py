@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Sequence, TypeVar
 
 import numpy as np
 
-from course_lib.lessons.measured import MEASURED_HERE, approx, at_least
+from course_lib.lessons.measured import MEASURED_HERE, approx, at_least, in_words
 from course_lib.training import models, pipeline
 from course_lib.training.stats import mean_ci95
 from course_lib.training.throughput import EpochRate, below_peak_cpu
@@ -86,34 +86,35 @@ class PairedRatio:
     def reading(self) -> str:
         """What the result means, in the words its verdict allows (Markdown, two or three sentences)."""
         big, small = f"batch {self.larger}", f"batch {self.smaller}"
-        if self.verdict == "True":
-            return (f"{MEASURED_HERE} **On this run one device processed more images per second at {big} than at "
-                    f"{small}** "
-                    f"({self._measured()}), as expected when each step has fixed costs that a larger batch pays "
-                    "fewer times per epoch and gives the cores bigger operations to share (`cpu_per_wall`: the "
-                    "cores each batch size kept busy). This is why data-parallel training keeps the per-device "
-                    "batch large enough to fill each device.")
-        if self.verdict == "False":
-            return (f"{MEASURED_HERE} **On this run one device processed fewer images per second at {big} than at "
-                    f"{small}** "
-                    f"({self._measured()}). The larger batch did not pay here: compare `cpu_per_wall`, "
-                    "the cores each batch size got. A batch that no longer fits the processor's caches, or "
-                    "a neighbour that took cores during one batch size's epochs, can do this; run the cell "
-                    "again to see whether it repeats.")
-        return (f"{MEASURED_HERE} **This run cannot tell {big} from {small}** ({self._measured()}: the interval "
-                "contains 1). "
-                "Whatever difference there is stays inside this short measurement's noise, so nothing about "
-                "the batch size follows from it; `cpu_per_wall` shows how many cores each batch size got. Run "
-                "the cell again on a quieter machine.")
+        return in_words(
+            self.verdict,
+            f"{MEASURED_HERE} **On this run one device processed more images per second at {big} than at "
+            f"{small}** "
+            f"({self._measured()}), as expected when each step has fixed costs that a larger batch pays "
+            "fewer times per epoch and gives the cores bigger operations to share (`cpu_per_wall`: the "
+            "cores each batch size kept busy). This is why data-parallel training keeps the per-device "
+            "batch large enough to fill each device.",
+            f"{MEASURED_HERE} **On this run one device processed fewer images per second at {big} than at "
+            f"{small}** "
+            f"({self._measured()}). The larger batch did not pay here: compare `cpu_per_wall`, "
+            "the cores each batch size got. A batch that no longer fits the processor's caches, or "
+            "a neighbour that took cores during one batch size's epochs, can do this; run the cell "
+            "again to see whether it repeats.",
+            f"{MEASURED_HERE} **This run cannot tell {big} from {small}** ({self._measured()}: the interval "
+            "contains 1). "
+            "Whatever difference there is stays inside this short measurement's noise, so nothing about "
+            "the batch size follows from it; `cpu_per_wall` shows how many cores each batch size got. Run "
+            "the cell again on a quieter machine.")
 
     def summary(self) -> str:
         """The summary's bullet about the sweep (Markdown), as decided by the verdict."""
-        said = {"True": f"one device processed more images per second at batch {self.larger} than at batch "
+        said = in_words(self.verdict,
+                        f"one device processed more images per second at batch {self.larger} than at batch "
                         f"{self.smaller}: a larger batch spreads each step's fixed costs over more images",
-                "False": f"one device processed fewer images per second at batch {self.larger} than at batch "
-                         f"{self.smaller}: the larger batch did not pay on this run",
-                "cannot tell": f"this run could not tell batch {self.larger} from batch {self.smaller} on one "
-                               "device: the difference, if any, stayed inside the noise"}[self.verdict]
+                        f"one device processed fewer images per second at batch {self.larger} than at batch "
+                        f"{self.smaller}: the larger batch did not pay on this run",
+                        f"this run could not tell batch {self.larger} from batch {self.smaller} on one "
+                        "device: the difference, if any, stayed inside the noise")
         return f"- {MEASURED_HERE} {said} ({self._measured()})."
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from course_lib.lessons.coverage import check_coverage
+from course_lib.lessons.measured import in_words
 from course_lib.lessons.paired_runs import Paired, paired_ratio
 from course_lib.training.stats import ci_verdict
 
@@ -86,9 +87,9 @@ def ceiling_line(way: str, ratio: float, ci95: float) -> str:
     one-process run was no ceiling (it left a core idle), wholly below 1 that distributing costs here.
     """
     verdict = ci_verdict(ratio, ci95, 1.0)
-    said = {True: "above its one-process run: that run left a core idle, so it is no ceiling here",
-            False: f"below its ceiling: distributing costs ≈{1 - ratio:.0%} of the images/s here",
-            None: "cannot tell it from its ceiling (the interval holds 1)"}[verdict]
+    said = in_words(verdict, "above its one-process run: that run left a core idle, so it is no ceiling here",
+                    f"below its ceiling: distributing costs ≈{1 - ratio:.0%} of the images/s here",
+                    "cannot tell it from its ceiling (the interval holds 1)")
     return f"measured: {way} at ≈{ratio:.2f} ± {ci95:.2f} of its ceiling: {said}"
 
 

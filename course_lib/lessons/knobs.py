@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from course_lib.training.stats import CANNOT_TELL, ci_verdict, interval_verdict, mean_ci95
+from course_lib.lessons.measured import in_words
+from course_lib.training.stats import ci_verdict, interval_verdict, mean_ci95
 
 if TYPE_CHECKING:
     import pandas
@@ -74,7 +75,7 @@ def compare(baseline: Sequence[float], variant: Sequence[float]) -> dict[str, An
     """
     a, b = summarise(baseline), summarise(variant)
     slower = interval_verdict(min(variant) - max(baseline), max(variant) - min(baseline), 0.0)
-    verdict = {True: "slower", False: "faster", None: CANNOT_TELL}[slower]
+    verdict = in_words(slower, "slower", "faster")
     return {"ratio": b["median"] / a["median"], "verdict": verdict, "inside_noise": slower is None}
 
 
@@ -183,7 +184,7 @@ def paired_compare(rounds: Sequence[tuple[Sequence[float], Sequence[float]]]) ->
         raise ValueError(f"need at least two paired epochs, got {len(diffs)}")
     mean, half = mean_ci95(diffs)
     slower = ci_verdict(mean, half, 0.0)
-    verdict = {True: "slower", False: "faster", None: CANNOT_TELL}[slower]
+    verdict = in_words(slower, "slower", "faster")
     return PairedEffect(mean, half, float(np.mean(var) / np.mean(base)), len(diffs), verdict)
 
 

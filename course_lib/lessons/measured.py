@@ -4,7 +4,9 @@ A throughput or an efficiency changes from run to run; what the learner is taugh
 course therefore prints a measured number with its unit or with the measured sign ``≈``
 (tests/notebooks/sanitize.cfg masks both), and next to it a deterministic verdict: the measured interval
 against a threshold, which can come out ``True``, ``False`` or ``cannot tell`` (the interval
-contains the threshold). The decision itself is :func:`course_lib.training.stats.ci_verdict`.
+contains the threshold). The decision itself is :func:`course_lib.training.stats.ci_verdict`; the words a
+notebook shows for it (``True`` / ``False`` / ``cannot tell``, or a lesson's own pair such as ``faster`` /
+``slower``, and the sentence a verdict picks) are chosen in one place, :func:`in_words`.
 
 Introduced in notebooks/01_data_parallelism.ipynb.
 """
@@ -18,7 +20,7 @@ from course_lib.training.stats import CANNOT_TELL, ci_verdict
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
 
-__all__ = ["MEASURED_SIGN", "MEASURED_HERE", "approx", "measured_view", "at_least"]
+__all__ = ["MEASURED_SIGN", "MEASURED_HERE", "approx", "measured_view", "in_words", "at_least"]
 
 #: The sign in front of a measured number without a unit; tests/notebooks/sanitize.cfg masks what follows it.
 MEASURED_SIGN = "≈"
@@ -62,6 +64,30 @@ def measured_view(table: "pandas.DataFrame", columns: Iterable[str], digits: int
     return view
 
 
+def in_words(verdict: bool | str | None, yes: str, no: str, unsure: str = CANNOT_TELL) -> str:
+    """What a notebook says for a verdict: ``yes`` when it is True, ``no`` when False, ``unsure`` when it
+    cannot tell.
+
+    Args:
+        verdict: The decision (:func:`course_lib.training.stats.interval_verdict`: True, False, ``None``) or its
+            printed form (:func:`at_least`: ``"True"``, ``"False"``, ``"cannot tell"``).
+        yes: The words (or sentence) for True, e.g. ``"faster"``.
+        no: The words for False.
+        unsure: The words for "cannot tell"; by default ``"cannot tell"`` itself.
+
+    Raises:
+        ValueError: A string that is not a printed verdict.
+
+    Introduced in notebooks/01_data_parallelism.ipynb.
+    """
+    if isinstance(verdict, str):
+        printed = {"True": True, "False": False, CANNOT_TELL: None}
+        if verdict not in printed:
+            raise ValueError(f"a verdict is True, False or {CANNOT_TELL!r}, got {verdict!r}")
+        verdict = printed[verdict]
+    return unsure if verdict is None else (yes if verdict else no)
+
+
 def at_least(value: float, half_width: float, threshold: float) -> str:
     """Verdict "the measured value is at least ``threshold``", decided with its 95 % interval.
 
@@ -77,5 +103,4 @@ def at_least(value: float, half_width: float, threshold: float) -> str:
     Raises:
         ValueError: A negative ``half_width``.
     """
-    verdict = ci_verdict(value, half_width, threshold, inclusive=True)
-    return CANNOT_TELL if verdict is None else str(verdict)
+    return in_words(ci_verdict(value, half_width, threshold, inclusive=True), "True", "False")

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from course_lib.lessons.experiments import round_order
-from course_lib.lessons.measured import MEASURED_HERE, approx, at_least
+from course_lib.lessons.measured import MEASURED_HERE, approx, at_least, in_words
 from course_lib.lessons.paired_runs import paired_ratio
 from course_lib.lessons.scaling import RunRecord, scaling_table, to_record
 from course_lib.training.stats import mean_ci95
@@ -179,30 +179,30 @@ def reading(weak: "pandas.DataFrame", strong: "pandas.DataFrame") -> str:
     """What the two verdicts mean, in the words they allow (Markdown)."""
     n, batch = int(_row(strong)["devices"]), int(_row(strong)["global_batch"])
     replicas = f"{n} simulated replicas"
-    first = {
-        "True": f"**{replicas} processed more images per second than one device with the same global batch** "
-                f"({_measured(strong)}): splitting the step paid off even on shared cores, as it can when one "
-                "device alone does not keep every core busy.",
-        "False": f"**{replicas} processed fewer images per second than one device with the same global batch** "
-                 f"({_measured(strong)}): on cores they share, splitting each step and all-reducing the gradients "
-                 "cost more than it gained.",
-        "cannot tell": f"**This run cannot tell {replicas} from one device with the same global batch of {batch}** "
-                       f"({_measured(strong)}): the cost or gain of splitting the step is inside the noise.",
-    }[speedup_verdict(strong)]
+    first = in_words(
+        speedup_verdict(strong),
+        f"**{replicas} processed more images per second than one device with the same global batch** "
+        f"({_measured(strong)}): splitting the step paid off even on shared cores, as it can when one "
+        "device alone does not keep every core busy.",
+        f"**{replicas} processed fewer images per second than one device with the same global batch** "
+        f"({_measured(strong)}): on cores they share, splitting each step and all-reducing the gradients "
+        "cost more than it gained.",
+        f"**This run cannot tell {replicas} from one device with the same global batch of {batch}** "
+        f"({_measured(strong)}): the cost or gain of splitting the step is inside the noise.")
     per = int(_row(weak)["per_device_batch"])
-    second = {
-        "True": f"Against one replica at batch {per} (weak scaling) they processed more images per second "
-                f"({_measured(weak)}); run B shows how much of that the larger global batch gives alone.",
-        "False": f"Against one replica at batch {per} (weak scaling) they processed fewer images per second "
-                 f"({_measured(weak)}).",
-        "cannot tell": f"Against one replica at batch {per} (weak scaling) this run cannot tell ({_measured(weak)}).",
-    }[speedup_verdict(weak)]
+    second = in_words(
+        speedup_verdict(weak),
+        f"Against one replica at batch {per} (weak scaling) they processed more images per second "
+        f"({_measured(weak)}); run B shows how much of that the larger global batch gives alone.",
+        f"Against one replica at batch {per} (weak scaling) they processed fewer images per second "
+        f"({_measured(weak)}).",
+        f"Against one replica at batch {per} (weak scaling) this run cannot tell ({_measured(weak)}).")
     return f"{MEASURED_HERE} {first} {second}"
 
 
 def summary(strong: "pandas.DataFrame") -> str:
     """The summary's bullet about the strong-scaling pair (Markdown), as its verdict decided."""
-    said = {"True": "faster than", "False": "slower than", "cannot tell": "not told apart from"}[speedup_verdict(strong)]
+    said = in_words(speedup_verdict(strong), "faster than", "slower than", "not told apart from")
     return (f"- {MEASURED_HERE} {int(_row(strong)['devices'])} simulated replicas were {said} one device with the same "
             f"global batch ({_measured(strong)}). Simulated devices share this machine's cores, so this is the cost "
             "or gain of splitting a step, not what GPUs, each with its own compute, would show.")

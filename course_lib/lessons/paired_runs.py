@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from course_lib.lessons.measured import at_least
+from course_lib.lessons.measured import at_least, in_words
 from course_lib.training.stats import ci_verdict, mean_ci95
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -144,7 +144,6 @@ def speed_sentence(a: str, b: str, ratio: Paired) -> str:
         (or ``slower``, or ``cannot tell which is faster here``).
     """
     verdict = ci_verdict(ratio.mean, ratio.ci95, 1.0)
-    words = ("cannot tell which is faster here" if verdict is None else
-             f"{a} is faster here" if verdict else f"{a} is slower here")
+    words = in_words(verdict, f"{a} is faster here", f"{a} is slower here", "cannot tell which is faster here")
     return (f"measured: {a} against {b}: ≈{ratio.mean:.2f} ± {ratio.ci95:.2f} times the images/s "
             f"({ratio.pairs} paired epochs): {words}")

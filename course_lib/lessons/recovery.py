@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
+from course_lib.lessons.trials import AccuracyKey, Trial
 from course_lib.training.stats import (CANNOT_TELL, interval_verdict, mean_ci95, paired_ratio_ci95,
                                        spread_upper_bound, t_critical_95)
 
@@ -75,19 +76,19 @@ class Plan(NamedTuple):
     predicted: float              # predicted half-width of the fraction at the bound, on ``seeds`` seeds
 
 
-def _paired(rows: Sequence[Sequence[Mapping[str, Any]]], key: str) -> list[tuple[float, ...]]:
-    """Per seed run by every row (in the first row's order), the rows' values of ``key``."""
-    by_seed = [{t["seed"]: float(t[key]) for t in row} for row in rows]
+def _paired(rows: Sequence[Sequence[Trial]], key: AccuracyKey) -> list[tuple[float, ...]]:
+    """Per seed run by every row (in the first row's order), the rows' accuracies ``key``."""
+    by_seed = [{t.seed: t.accuracy(key) for t in row} for row in rows]
     return [tuple(values[seed] for values in by_seed) for seed in by_seed[0]
             if all(seed in values for values in by_seed)]
 
 
-def recovered_fraction(baseline: Sequence[Mapping[str, Any]], naive: Sequence[Mapping[str, Any]],
-                       recipe: Sequence[Mapping[str, Any]], key: str = "test_accuracy") -> Recovery:
+def recovered_fraction(baseline: Sequence[Trial], naive: Sequence[Trial], recipe: Sequence[Trial],
+                       key: AccuracyKey = "test_accuracy") -> Recovery:
     """``(recipe - naive) / (baseline - naive)`` over the seeds all three rows ran, with its Fieller interval.
 
     Args:
-        baseline: Trials of the small-batch row (each with ``seed`` and ``key``).
+        baseline: Trials of the small-batch row.
         naive: Trials of the naive large-batch row.
         recipe: Trials of the large-batch recipe.
         key: The accuracy compared.

@@ -8,9 +8,10 @@ accumulation (``--backward-passes-per-step``) is the way to get the same update 
 tests/test_accumulation.py proves the update is identical. Every run trains on a
 :class:`~course_lib.lessons.trial_runner.TrialRunner` (one model traced once, reset for each run) in a
 loop of its own: the batches of ``pipeline.epoch_indices``, dropout reseeded per epoch, validation
-checks and the test pass by one traced prediction function.
+checks and the test pass by one traced prediction function. What a run gives back is a :class:`Trial`, the one
+record that the ladder's tables, verdicts and the recovered fraction read.
 
-A configuration's ``settings`` (the ``flags`` of :class:`course_lib.lessons.ablation.Config`):
+A configuration's ``settings`` (the ``flags`` of :class:`course_lib.lessons.ladder.Config`):
 ``optimizer``, ``base_lr`` (rate at ``base_batch``), ``base_batch``, ``batch`` (global batch of
 every update), ``lr_scaling`` (``"none"``, ``"linear"`` = × batch/base_batch, ``"sqrt"`` =
 × sqrt of it) and ``warmup_epochs`` (linear ramp from ``base_lr`` to the scaled rate, 0 = none).
@@ -22,14 +23,63 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Mapping, NamedTuple
+from dataclasses import dataclass
+from typing import Any, Literal, Mapping, NamedTuple
 
 import numpy as np
 
 from course_lib.lessons.trial_runner import TrialRunner
 from course_lib.training import data
 
-__all__ = ["Split", "TrialRunner", "carve_validation", "peak_lr", "train_trial"]
+__all__ = ["AccuracyKey", "Split", "Trial", "TrialRunner", "carve_validation", "peak_lr", "train_trial"]
+
+#: The accuracies a trial records: on the test set, or at its last validation check.
+AccuracyKey = Literal["test_accuracy", "val_accuracy"]
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One run of the large-batch ladder: one configuration trained with one seed.
+
+    Attributes:
+        seed: Weights, data order and dropout masks (the same seed in two rows = paired runs).
+        epochs: Passes over the training images.
+        updates: Optimizer updates made.
+        val_curve: ``(updates, validation accuracy)`` at every validation check, in order.
+        val_accuracy: The last check's validation accuracy.
+        loss_curve: Mean training loss per epoch.
+        epoch_s: Training seconds per epoch (validation excluded).
+        test_accuracy: Accuracy on the test set; ``None`` when the run did not read it.
+        test_loss: Mean cross-entropy on the test set; ``None`` when the run did not read it.
+        lr: The learning rate after scaling (:func:`peak_lr`).
+        train_s: Seconds of the whole training loop, validation included.
+
+    Introduced in notebooks/04_large_batch.ipynb.
+    """
+
+    seed: int
+    epochs: int
+    updates: int
+    val_curve: tuple[tuple[int, float], ...]
+    val_accuracy: float
+    loss_curve: tuple[float, ...]
+    epoch_s: tuple[float, ...]
+    test_accuracy: float | None
+    test_loss: float | None
+    lr: float
+    train_s: float
+
+    def accuracy(self, key: AccuracyKey = "test_accuracy") -> float:
+        """The run's test accuracy, or its last validation accuracy (``key="val_accuracy"``).
+
+        Raises:
+            ValueError: The test accuracy of a run that did not read the test set.
+        """
+        value = self.test_accuracy if key == "test_accuracy" else self.val_accuracy
+        if value is None:
+            raise ValueError(f"the run of seed {self.seed} did not read the test set (train_trial(..., test=False)); "
+                             "compare its val_accuracy instead")
+        return value
 
 
 class Split(NamedTuple):
@@ -85,7 +135,7 @@ def peak_lr(settings: Mapping[str, Any]) -> float:
 
 def train_trial(settings: Mapping[str, Any], seed: int, split: Split, *, epochs: int,
                 eval_batch: int = 500, test: bool = True, checks_per_epoch: int = 1,
-                runner: TrialRunner | None = None) -> dict[str, Any]:
+                runner: TrialRunner | None = None) -> Trial:
     """Train one configuration with one seed; validate ``checks_per_epoch`` times an epoch, test once
     at the end.
 
@@ -104,10 +154,8 @@ def train_trial(settings: Mapping[str, Any], seed: int, split: Split, *, epochs:
             reused by every run of a notebook: no new model, no retracing); ``None`` builds one.
 
     Returns:
-        ``{"seed", "epochs", "updates", "val_curve": [(updates, val_accuracy) per check], "val_accuracy",
-        "loss_curve": [training loss per epoch], "epoch_s": [training seconds per epoch, validation
-        excluded], "test_accuracy", "test_loss", "lr", "train_s"}`` (the test values are ``None`` when
-        ``test`` is False; both come from the logits, the loss as the mean cross-entropy).
+        A :class:`Trial` (its test values are ``None`` when ``test`` is False; both come from the logits,
+        the loss as the mean cross-entropy).
 
     Raises:
         ValueError: ``batch`` does not divide the training images (every update must see a full
@@ -151,9 +199,9 @@ def train_trial(settings: Mapping[str, Any], seed: int, split: Split, *, epochs:
     if test:
         test_loss, test_accuracy = _loss_and_accuracy(runner.logits(_images(split.x_test), eval_batch),
                                                       split.y_test)
-    return {"seed": seed, "epochs": epochs, "updates": runner.updates(name), "val_curve": curve,
-            "val_accuracy": curve[-1][1], "loss_curve": losses, "epoch_s": epoch_s,
-            "test_accuracy": test_accuracy, "test_loss": test_loss, "lr": lr, "train_s": train_s}
+    return Trial(seed=seed, epochs=epochs, updates=runner.updates(name), val_curve=tuple(curve),
+                 val_accuracy=curve[-1][1], loss_curve=tuple(losses), epoch_s=tuple(epoch_s),
+                 test_accuracy=test_accuracy, test_loss=test_loss, lr=lr, train_s=train_s)
 
 
 def _images(images: np.ndarray) -> np.ndarray:

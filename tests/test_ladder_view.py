@@ -1,0 +1,71 @@
+"""Tests of course_lib.lessons.ladder_view: notebook 04's seed table and curves from synthetic trials."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from course_lib.lessons import ladder_view
+from course_lib.lessons.ladder import Config
+from course_lib.lessons.trials import Trial
+from tests.trial_records import trial
+
+SETTINGS = {"optimizer": "sgd", "base_lr": 0.01, "base_batch": 32, "batch": 32}
+TRIAL_LADDER = [
+    Config("baseline", SETTINGS),
+    Config("naive", {**SETTINGS, "batch": 256}, parent="baseline"),
+    Config("+ linear", {**SETTINGS, "batch": 256, "lr_scaling": "linear"}, parent="naive"),
+]
+
+
+def _trials(accuracies: list[float], *, val: list[list[float]] | None = None,
+            updates: int = 24) -> list[Trial]:
+    val = val or [[0.5, a] for a in accuracies]
+    return [trial(seed=seed, test_accuracy=acc, val_accuracy=curve[-1], updates=updates, lr=0.01,
+                  val_curve=[(updates // len(curve) * (i + 1), v) for i, v in enumerate(curve)])
+            for seed, (acc, curve) in enumerate(zip(accuracies, val))]
+
+
+def test_seed_table_takes_a_target_per_row() -> None:
+    runs = {"baseline": _trials([0.85, 0.86, 0.84], updates=192),
+            "naive": _trials([0.70, 0.72, 0.71], val=[[0.5, 0.6]] * 3),
+            "+ linear": _trials([0.70, 0.73, 0.71], val=[[0.5, 0.6]] * 3)}
+    targets = {"baseline": 0.8, "naive": 0.8, "+ linear": 0.55}
+    table = ladder_view.seed_table(TRIAL_LADDER, runs, target=targets)
+    assert table.loc["naive", "updates_to_target"] == "not reached"
+    assert table.loc["+ linear", "updates_to_target"] == 24   # second of two points, 12 updates apart
+
+
+def test_seed_table() -> None:
+    runs = {"baseline": _trials([0.85, 0.86, 0.84], updates=192),
+            "naive": _trials([0.70, 0.72, 0.71], val=[[0.5, 0.6]] * 3),
+            "+ linear": _trials([0.70, 0.73, 0.71])}
+    table = ladder_view.seed_table(TRIAL_LADDER, runs, target=0.80)
+    assert list(table.index) == ["baseline", "naive", "+ linear"]
+    assert table.loc["naive", "changes"] == "batch 32 -> 256"
+    assert table.loc["+ linear", "changes"] == "+lr_scaling linear"
+    assert table.loc["baseline", "test_accuracy"] == pytest.approx(0.85)
+    assert table.loc["baseline", "seeds"] == 3 and table.loc["baseline", "updates"] == 192
+    assert table.loc["baseline", "updates_to_target"] == 192
+    assert table.loc["naive", "updates_to_target"] == "not reached"
+    with pytest.raises(ValueError, match="no trials"):
+        ladder_view.seed_table(TRIAL_LADDER, {"baseline": runs["baseline"]}, 0.8)
+
+
+def test_plot_curves_has_two_panels() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    runs = {"baseline": _trials([0.85, 0.86]), "naive": _trials([0.7, 0.72]),
+            "+ linear": _trials([0.75, 0.74])}
+    fig = ladder_view.plot_curves(TRIAL_LADDER, runs, images_per_epoch=2048, target=0.8, title="t")
+    assert len(fig.axes) == 2
+    assert len(fig.axes[0].lines) == 4  # three configurations + target line
+
+
+def test_import_does_not_start_tensorflow() -> None:
+    code = "import sys, course_lib.lessons.ladder_view; print('tensorflow' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "False", out.stderr
