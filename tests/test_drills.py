@@ -96,6 +96,9 @@ def test_backed_up_epochs_reads_the_keras_backup(tmp_path: Path) -> None:
     import numpy as np
 
     assert drills.backed_up_epochs(None) == 0 and drills.backed_up_epochs(str(tmp_path / "none")) == 0
+    # A seed first: a test file that ran before in this process may have enabled TensorFlow's op determinism
+    # (tests/test_accumulation.py, training.seeding), which refuses random ops without one (the Dense layer's init).
+    keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input(shape=(2,)), keras.layers.Dense(1)])
     model.compile(optimizer="sgd", loss="mse")
     backup = str(tmp_path / "backup")

@@ -49,8 +49,11 @@ def test_the_course_set_up_calls_it_on_both_paths_and_after_uv():
     assert "\n    frameworks\n" in setup[fast:fast_end]
     uv = setup.index('"${PIP[@]}" install -q "uv==$(pin uv)"')
     step4 = setup.index("# --- 4. Horovod")
-    assert "\nframeworks\n" in setup[uv:step4]
-    assert setup.count("\nframeworks\n") + setup.count("\n    frameworks\n") == 2
+    background = setup.index('COURSE_VENV=$VENV setsid bash "$ROOT/tools/setup_frameworks.sh" "$variant" >"$FW_LOG" 2>&1 &')
+    assert uv < background < step4   # after uv, beside steps 4-6
+    waited = setup.index('wait "$FW_PID" || fw_status=$?')
+    assert waited < setup.index('date -u +%FT%TZ > "$STAMP"')   # no stamp before it ended well
+    assert "trap cleanup EXIT" in setup and 'kill -TERM -- "-$FW_PID"' in setup   # an interrupt ends it
 
 
 def run_script(*args: str, **env: str) -> subprocess.CompletedProcess:

@@ -280,3 +280,51 @@ def test_setup_installs_the_build_of_its_variant(tmp_path: Path, listing: str | 
         assert removed[0] < pip.index(stack) and f"removing {unwanted}, tf-keras and Horovod" in out
     else:
         assert removed == [], pip
+
+
+def test_an_interrupted_set_up_ends_notebook_07s_venv_build_it_started(tmp_path: Path) -> None:
+    """Notebook 07's venv is built in the background while steps 4-6 run; Ctrl+C (SIGINT to set-up) during those
+    steps ends that build and every process it started, and set-up exits 130. Fakes: the course venv's python passes
+    step 3's check and then stalls in step 4 (the wheel cache's key); .venv-07's python stalls in its first pip
+    call, writing its pid first."""
+    import signal
+    import time
+
+    venv, _calls = _fake_venv(tmp_path, "")
+    python = venv / "bin" / "python"
+    python.write_text(python.read_text().replace(
+        '*"tensorflow_build check"*) echo "stopped here by the test"; exit 1 ;;',
+        '*"tensorflow_build check"*) exit 0 ;;\n  *"wheel_cache.py"*) sleep 60; exit 1 ;;'))
+    fw = tmp_path / "venv-07"
+    (fw / "bin").mkdir(parents=True)
+    pid_file = tmp_path / "fw.pid"
+    (fw / "bin" / "python").write_text(f'#!/bin/sh\necho $$ >"{pid_file}"\nexec sleep 60\n')
+    (fw / "bin" / "python").chmod(0o755)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in (*TOOLS, "setsid", "sleep", "mktemp", "cat", "rm", "kill", "sha256sum", "cut", "grep", "head"):
+        found = shutil.which(tool)
+        if found and not (bin_dir / tool).exists():
+            (bin_dir / tool).symlink_to(found)
+    env = {"PATH": str(bin_dir), "HOME": str(tmp_path), "COURSE_SKIP_APT": "1", "COURSE_GPU": "0",
+           "COURSE_NO_UV": "1", "COURSE_PROFILE": "learner", "COURSE_VENV": str(venv),
+           "COURSE_FRAMEWORKS_VENV": str(fw)}
+    proc = subprocess.Popen([str(bin_dir / "bash"), str(SETUP)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (pid_file.exists() and pid_file.read_text().strip()) and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()[0]
+            time.sleep(0.1)
+        fw_pid = int(pid_file.read_text())
+        assert Path(f"/proc/{fw_pid}").exists()      # the background build is running
+        os.killpg(proc.pid, signal.SIGINT)            # Ctrl+C: the terminal signals set-up's process group
+        out = proc.communicate(timeout=30)[0]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, out
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{fw_pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not Path(f"/proc/{fw_pid}").exists(), f"notebook 07's venv build (pid {fw_pid}) outlived set-up"

@@ -196,7 +196,24 @@ fi
 problems=$(course_py -m course_lib.environment.tensorflow_build check) \
     || die "the installed packages are not consistent (pip check, tensorflow-cpu standing for tensorflow):
 $problems"
-frameworks
+# Notebook 07's venv is built while steps 4-6 run (they are mostly one core's work: a wheel install, npm, the
+# data's preparation), in a session of its own so that an interrupted or failed set-up ends it with everything
+# it started; its lines are shown when it ends (before the stamp), and set-up fails if it failed.
+FW_LOG=$(mktemp "${TMPDIR:-/tmp}/course-frameworks.XXXXXX")
+COURSE_VENV=$VENV setsid bash "$ROOT/tools/setup_frameworks.sh" "$variant" >"$FW_LOG" 2>&1 &
+FW_PID=$!
+HVD_SRC=
+cleanup() {
+    if [ -n "${FW_PID:-}" ]; then
+        kill -TERM -- "-$FW_PID" 2>/dev/null || true
+        wait "$FW_PID" 2>/dev/null || true
+    fi
+    rm -f "${FW_LOG:-}"
+    [ -z "${HVD_SRC:-}" ] || rm -rf "$HVD_SRC"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 # --- 4. Horovod, compiled against this TensorFlow ------------------------------------------------------
 # Horovod's TensorFlow extension loads and has Gloo: the doctor's probe (course_lib.environment.doctor,
@@ -251,8 +268,7 @@ else
     export MAKEFLAGS="-j$(nproc)"
     [ -f "$HVD_PATCH" ] || die "the patch file $HVD_PATCH is missing"
     command -v patch >/dev/null || die "Horovod's source needs the course's patches: sudo apt-get install -y patch"
-    HVD_SRC=$(mktemp -d "${TMPDIR:-/tmp}/course-horovod.XXXXXX")
-    trap 'rm -rf "$HVD_SRC"' EXIT
+    HVD_SRC=$(mktemp -d "${TMPDIR:-/tmp}/course-horovod.XXXXXX")   # removed by cleanup on any exit
     "${PIP[@]}" download -q --no-deps --no-binary :all: --no-cache-dir -d "$HVD_SRC" "horovod==$HVD_VERSION" \
         || die "could not download horovod-$HVD_VERSION.tar.gz from the package index (see above)"
     sdist=$HVD_SRC/horovod-$HVD_VERSION.tar.gz
@@ -276,7 +292,7 @@ else
         kept=$("$VENV/bin/python" "$WHEEL_CACHE" store "$HVD_KEY" "$HVD_SRC"/wheel/horovod-*.whl) \
             && say "kept the wheel for the next set-up on this machine: $kept"
     fi
-    rm -rf "$HVD_SRC"; trap - EXIT
+    rm -rf "$HVD_SRC"; HVD_SRC=
 fi
 
 # --- 5. Jupyter kernel --------------------------------------------------------------------------------
@@ -305,6 +321,12 @@ fi
 # --- 6. the data, prepared once for tfds (notebooks then start at once) ----------------------------------
 "$VENV/bin/python" -m course_lib prepare-data \
     || say "WARNING: Fashion-MNIST could not be prepared now; run \`make doctor\` to see why"
+
+fw_status=0
+wait "$FW_PID" || fw_status=$?
+FW_PID=
+cat "$FW_LOG"
+[ "$fw_status" = 0 ] || die "notebook 07's venv (tools/setup_frameworks.sh) failed with status $fw_status (its lines above)"
 
 rm -f "$VENV"/.course-setup-*
 date -u +%FT%TZ > "$STAMP"
