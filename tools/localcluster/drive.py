@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from course_lib.runner.watchdog import end_tree
 from tools.localcluster.common import LocalClusterError, run
 from tools.localcluster.hosts import LINK, LocalHosts
 
@@ -95,7 +96,15 @@ def launch_on(hosts: LocalHosts, spec: dict[str, Any], *, on_line: Callable[[str
     try:
         proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, 9)
+        # The course's one way to end a tree: SIGINT first, so the launcher ends its ranks on both hosts (those on
+        # hostB are sshd's children, outside this process group), then SIGTERM and SIGKILL to the group.
+        def signal_group(sig: int) -> None:
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                pass
+
+        end_tree([proc], signal_group=signal_group, reap=proc.poll)
         proc.wait(timeout=10)
         reader.join(timeout=5)
         raise LocalClusterError(f"the launcher on {on} did not end within {timeout:g} s; last lines: "
