@@ -8,24 +8,8 @@ import sys
 import pytest
 
 from course_lib.lessons import ladder_view
-from course_lib.lessons.ladder import Config
-from course_lib.lessons.trials import Trial
-from tests.trial_records import trial
+from tests.trial_records import trials as _trials, TRIAL_LADDER
 
-SETTINGS = {"optimizer": "sgd", "base_lr": 0.01, "base_batch": 32, "batch": 32}
-TRIAL_LADDER = [
-    Config("baseline", SETTINGS),
-    Config("naive", {**SETTINGS, "batch": 256}, parent="baseline"),
-    Config("+ linear", {**SETTINGS, "batch": 256, "lr_scaling": "linear"}, parent="naive"),
-]
-
-
-def _trials(accuracies: list[float], *, val: list[list[float]] | None = None,
-            updates: int = 24) -> list[Trial]:
-    val = val or [[0.5, a] for a in accuracies]
-    return [trial(seed=seed, test_accuracy=acc, val_accuracy=curve[-1], updates=updates, lr=0.01,
-                  val_curve=[(updates // len(curve) * (i + 1), v) for i, v in enumerate(curve)])
-            for seed, (acc, curve) in enumerate(zip(accuracies, val))]
 
 
 def test_seed_table_takes_a_target_per_row() -> None:

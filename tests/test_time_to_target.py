@@ -10,15 +10,9 @@ import pytest
 
 from course_lib.lessons import time_to_target
 from course_lib.lessons.trials import Trial
-from tests.trial_records import trial
+from tests.trial_records import trial, trials as _trials
 
 
-def _trials(accuracies: list[float], *, val: list[list[float]] | None = None,
-            updates: int = 24) -> list[Trial]:
-    val = val or [[0.5, a] for a in accuracies]
-    return [trial(seed=seed, test_accuracy=acc, val_accuracy=curve[-1], updates=updates, lr=0.01,
-                  val_curve=[(updates // len(curve) * (i + 1), v) for i, v in enumerate(curve)])
-            for seed, (acc, curve) in enumerate(zip(accuracies, val))]
 
 
 def _curves(reach: list[int], updates: int) -> list[Trial]:
