@@ -121,19 +121,12 @@ def terminate_processes(
         root = []
     spare = {popen.pid} if watchdog else set()
 
-    def signal_group(sig: int) -> None:
-        if sig == signal.SIGKILL and watchdog:
-            return  # the group holds the watchdog: its SIGKILL would orphan what it adopted
-        try:
-            os.killpg(popen.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
     def targets() -> list:
         procs = alive(root + list(tracked.values()))
         return [p for p in procs if p.pid not in spare] if watchdog else procs
 
-    end_tree(targets, grace_s=grace_s, signal_group=signal_group, reap=popen.poll)
+    # With a watchdog, the group holds it: a SIGKILL to the group would orphan what it adopted.
+    end_tree(targets, grace_s=grace_s, group=popen.pid, kill_group=not watchdog, reap=popen.poll)
     if watchdog and popen.poll() is None:
         if popen.stdin is not None:
             try:

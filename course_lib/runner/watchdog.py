@@ -114,7 +114,7 @@ def _send(proc: object, sig: int) -> None:
 
 
 def end_tree(targets: Callable[[], list] | Iterable, *, grace_s: Sequence[float] = (3.0, 3.0),
-             interrupt: bool = True, signal_group: Callable[[int], None] | None = None,
+             interrupt: bool = True, group: int | None = None, kill_group: bool = True,
              reap: Callable[[], object] | None = None, kill_s: float = 5.0) -> None:
     """End a process tree, the one way the course does: SIGINT, then SIGTERM, then SIGKILL, each to a
     process group and to every target still alive, waiting up to the step's grace period for the targets
@@ -126,7 +126,9 @@ def end_tree(targets: Callable[[], list] | Iterable, *, grace_s: Sequence[float]
             included); nothing left ends the escalation.
         grace_s: Seconds granted after SIGINT and after SIGTERM.
         interrupt: ``False``: start with SIGTERM (a process that has no SIGINT clean-up).
-        signal_group: Sends a signal to the run's process group (``None``: no group).
+        group: The run's process group, signalled at each step too (``None``: none; one that is gone is skipped).
+        kill_group: ``False``: no SIGKILL to ``group`` (it holds the caller, or a watchdog whose SIGKILL
+            would orphan what it adopted); its targets still get theirs.
         reap: Reaps the direct child, so that it does not linger as a zombie.
         kill_s: Seconds granted after SIGKILL.
 
@@ -142,8 +144,11 @@ def end_tree(targets: Callable[[], list] | Iterable, *, grace_s: Sequence[float]
         procs = current()
         if not procs:
             return
-        if signal_group is not None:
-            signal_group(sig)
+        if group is not None and (sig != signal.SIGKILL or kill_group):
+            try:
+                os.killpg(group, sig)
+            except OSError:
+                pass
         for proc in procs:
             _send(proc, sig)
         deadline = time.monotonic() + grace
@@ -204,14 +209,8 @@ def _end_all(child: subprocess.Popen, tracked: dict, grace_s: Sequence[float]) -
         child.poll()
         reap_adopted(child.pid)
 
-    def signal_group(sig: int) -> None:
-        if sig != signal.SIGKILL:  # the group holds this process too: it ignores or handles these
-            try:
-                os.killpg(os.getpgid(0), sig)
-            except OSError:
-                pass
-
-    end_tree(targets, grace_s=grace_s, signal_group=signal_group, reap=reap)
+    # The group holds this process too: it ignores or handles SIGINT and SIGTERM, and gets no SIGKILL.
+    end_tree(targets, grace_s=grace_s, group=os.getpgid(0), kill_group=False, reap=reap)
 
 
 def _prepare_child() -> None:  # pragma: no cover - runs in the child before exec

@@ -98,13 +98,7 @@ def launch_on(hosts: LocalHosts, spec: dict[str, Any], *, on_line: Callable[[str
     except subprocess.TimeoutExpired:
         # The course's one way to end a tree: SIGINT first, so the launcher ends its ranks on both hosts (those on
         # hostB are sshd's children, outside this process group), then SIGTERM and SIGKILL to the group.
-        def signal_group(sig: int) -> None:
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                pass
-
-        end_tree([proc], signal_group=signal_group, reap=proc.poll)
+        end_tree([proc], group=proc.pid, reap=proc.poll)
         proc.wait(timeout=10)
         reader.join(timeout=5)
         raise LocalClusterError(f"the launcher on {on} did not end within {timeout:g} s; last lines: "

@@ -55,19 +55,13 @@ def end_run(proc: subprocess.Popen, grace_s: tuple[float, float] = TEARDOWN_GRAC
         scan_descendants(root, tracked)
         return alive(tracked.values())
 
-    def signal_group(sig: int) -> None:
-        try:
-            os.killpg(proc.pid, sig)
-        except OSError:
-            pass
-
     def reap() -> None:
         proc.poll()
         if root != proc.pid:  # adopted orphans are our children now: do not leave them as zombies
             reap_adopted(proc.pid)
 
     found = len(targets())
-    end_tree(targets, grace_s=grace_s, signal_group=signal_group, reap=reap)
+    end_tree(targets, grace_s=grace_s, group=proc.pid, reap=reap)
     reap()
     return found
 
