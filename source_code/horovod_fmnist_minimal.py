@@ -1,6 +1,6 @@
 """Horovod, minimal: the plain Keras script plus the five Horovod changes, and nothing else.
 
-Description: a copy-to-your-cluster script. It needs only TensorFlow 2.18 with tf-keras,
+Description: a copy-to-your-cluster script. It needs only TensorFlow (2.18 to 2.21) with tf-keras,
 Horovod and tensorflow-datasets (no course_lib). Every line that is there because of Horovod says
 ``# Horovod``; the five changes of notebook 03 are numbered. See exactly what changed with
 ``diff source_code/keras_fmnist.py source_code/horovod_fmnist_minimal.py``.

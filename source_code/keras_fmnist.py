@@ -4,7 +4,7 @@ Description: the starting point of notebook 03. ``horovod_fmnist_minimal.py`` is
 script plus the five Horovod changes; see them with
 ``diff source_code/keras_fmnist.py source_code/horovod_fmnist_minimal.py``.
 
-How to run (needs TensorFlow 2.18 with tf-keras and tensorflow-datasets, with Fashion-MNIST prepared once:
+How to run (needs TensorFlow 2.18 to 2.21 with tf-keras and tensorflow-datasets, with Fashion-MNIST prepared once:
 ``python -c "import tensorflow_datasets as tfds; tfds.load('fashion_mnist')"``)::
 
     python source_code/keras_fmnist.py --epochs 1 --train-subset 6000

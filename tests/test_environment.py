@@ -16,6 +16,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from packaging.specifiers import SpecifierSet
 
 from course_lib.environment import doctor, tensorflow_build
 from course_lib.environment.lab import lab_command
@@ -24,11 +25,12 @@ ROOT = Path(__file__).resolve().parents[1]
 CONSTRAINTS = ROOT / "requirements" / "constraints.txt"
 PIN = re.compile(r"^([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?==([^\s;]+)")
 
-# The pins the course was measured with (issue 2; TensorFlow 2.18 with tf-keras since issue 34). Changing one
-# is a deliberate act: update the constraints file, then this list.
+# The pins the course was measured with (issue 2; TensorFlow 2.18 with tf-keras since issue 34, 2.21 since issue
+# 53). Changing one is a deliberate act: update the constraints file, then this list.
 MEASURED = {
-    "tensorflow": "2.18.1", "tensorflow-cpu": "2.18.1", "tf-keras": "2.18.0", "horovod": "0.28.1", "numpy": "2.0.2", "protobuf": "5.29.6",
-    "tensorflow-datasets": "4.9.10", "tensorflow-metadata": "1.17.3", "importlib-resources": "7.1.0",
+    "tensorflow": "2.21.0", "tensorflow-cpu": "2.21.0", "tf-keras": "2.21.0", "horovod": "0.28.1", "numpy": "2.5.5",
+    "protobuf": "7.36.2", "h5py": "3.14.0",
+    "tensorflow-datasets": "4.9.10", "tensorflow-metadata": "1.21.0", "importlib-resources": "7.1.0",
     "pyarrow": "25.0.1", "jupyterlab": "4.6.6", "ipywidgets": "8.1.9", "nbval": "0.11.0",
     "pytest": "9.2.0", "nbformat": "5.11.1", "nbclient": "0.11.0", "matplotlib": "3.11.2",
     "pandas": "3.0.6", "tqdm": "4.70.1", "ipykernel": "7.4.0",
@@ -86,7 +88,10 @@ def test_environment_yml_agrees_with_constraints(constraints: dict[str, str]) ->
     for name, version in pins.items():
         assert constraints.get(name) == version, f"environment.yml pins {name}=={version}, constraints differ"
     assert "tf-keras" in pins or "tf_keras" in pins, "environment.yml must install tf-keras (Keras 2)"
-    assert "python=3.12" in text
+    # conda's interpreter: the newest minor pyproject.toml's requires-python admits (the one place the range lives)
+    supported = SpecifierSet(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"])
+    newest = max(minor for minor in range(10, 30) if f"3.{minor}" in supported)
+    assert f"  - python=3.{newest}\n" in text
     assert "horovod==" + constraints["horovod"] in text
 
 

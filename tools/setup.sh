@@ -9,7 +9,7 @@
 #      build this machine takes (course_lib.environment.tensorflow_build.tensorflow_variant, the one place that
 #      decides): gpu where nvidia-smi lists a GPU or COURSE_GPU=1: tensorflow[and-cuda] with tf-keras; else cpu:
 #      tensorflow-cpu, the CPU-only wheel (no CUDA start-up errors), with tf-keras installed without its
-#      dependencies (it requires `tensorflow`, the CUDA-capable wheel) and checked (docs/decisions/tensorflow-2.18.md);
+#      dependencies (it requires `tensorflow`, the CUDA-capable wheel) and checked (docs/decisions/tensorflow-2.21.md);
 #   4. Horovod compiled against that TensorFlow (Gloo + MPI; NCCL on GPU hosts) from its source package
 #      (sha256-checked) with the course's patches, requirements/patches/horovod-<version>.patch;
 #   5. the venv's Jupyter kernel registered as `python3`;
@@ -141,6 +141,13 @@ if [ -f "$STAMP" ] && [ "${COURSE_FORCE_SETUP:-0}" != 1 ] && [ -x "$VENV/bin/hor
 fi
 
 # --- 3. the pinned stack ------------------------------------------------------------------------------
+# A venv made for another TensorFlow (a learner's .venv from before an upgrade of the course) is upgraded in
+# place; its Horovod, compiled against the old TensorFlow, is removed first and built again in step 4.
+old_tf=$(course_py -m course_lib.environment.tensorflow_build installed) || old_tf=
+if [ -n "$old_tf" ] && [ "$old_tf" != "$(pin tensorflow)" ]; then
+    say "upgrading $VENV from TensorFlow $old_tf to $(pin tensorflow) (Horovod is built again against it)"
+    "${PIP[@]}" uninstall -q -y horovod || true
+fi
 say "installing the pinned stack ($variant build of TensorFlow $(pin tensorflow): $variant_why)"
 "${PIP[@]}" install -q "pip==$(pin pip)" "setuptools==$(pin setuptools)" "wheel==$(pin wheel)"
 # tensorflow and tensorflow-cpu install the same tensorflow/ folder: one installed over the other leaves a mix,
@@ -266,6 +273,10 @@ else
     if command -v mpicxx >/dev/null; then export HOROVOD_WITH_MPI=1; fi
     if [ "$variant" = gpu ]; then export HOROVOD_GPU_OPERATIONS=NCCL; fi
     export MAKEFLAGS="-j$(nproc)"
+    # CMake >= 4 (Ubuntu 26.04 ships 4.2) refuses the cmake_minimum_required(VERSION 2.8...) of Horovod's bundled
+    # Gloo unless told which policies to assume; older CMakes ignore the variable (tests/test_cmake4.py).
+    cmake_major=$(cmake --version | sed -n -E '1s/^cmake version ([0-9]+).*/\1/p')
+    if [ "${cmake_major:-0}" -ge 4 ]; then export CMAKE_POLICY_VERSION_MINIMUM=3.5; fi
     [ -f "$HVD_PATCH" ] || die "the patch file $HVD_PATCH is missing"
     command -v patch >/dev/null || die "Horovod's source needs the course's patches: sudo apt-get install -y patch"
     HVD_SRC=$(mktemp -d "${TMPDIR:-/tmp}/course-horovod.XXXXXX")   # removed by cleanup on any exit

@@ -92,7 +92,7 @@ Every number a notebook shows is measured by the notebook on the machine that ru
 ## Start
 
 ```bash
-make lab      # sets up .venv (Python 3.12 or 3.11, TensorFlow 2.18 with Keras 2, Horovod 0.28.1) and the data, then starts JupyterLab
+make lab      # sets up .venv (Python 3.11-3.13, TensorFlow 2.21 with Keras 2, Horovod 0.28.1) and the data, then starts JupyterLab
 ```
 
 Open the URL it prints and start with `notebooks/00_setup.ipynb`; go through the notebooks in order.

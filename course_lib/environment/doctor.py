@@ -16,6 +16,7 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,8 +29,6 @@ from course_lib.training.files import course_root
 
 __all__ = ["Check", "DoctorReport", "run_checks", "horovod_build_info", "package_version"]
 
-#: The Pythons TensorFlow 2.18 and the course's lock are tested on (set-up prefers 3.12).
-PYTHONS_SUPPORTED = ((3, 12), (3, 11))
 SETUP_HINT = "run `make setup` in the course folder (it installs the pinned stack into .venv)"
 
 
@@ -174,13 +173,27 @@ def _horovodrun_path() -> str | None:
         return None
 
 
+def _supported_pythons() -> str:
+    """The course's Python range, ``requires-python`` of pyproject.toml (the one place it is written), e.g.
+    ``">=3.11,<3.14"``; empty when pyproject.toml cannot be read."""
+    try:
+        return str(tomllib.loads((course_root() / "pyproject.toml").read_text())["project"]["requires-python"])
+    except (OSError, KeyError, tomllib.TOMLDecodeError):
+        return ""
+
+
 def _check_python() -> Check:
-    found = sys.version_info[:2]
+    from packaging.specifiers import SpecifierSet
+
+    version = sys.version.split()[0]
     course_venv = (course_root() / ".venv").resolve()   # a symlinked .venv (a worktree's) is still the course's
     where = "the course's .venv" if Path(sys.prefix).resolve() == course_venv else sys.prefix
-    text = f"{sys.version.split()[0]} ({where})"
-    if found not in PYTHONS_SUPPORTED:
-        return Check("Python", "fail", text, "the course needs Python 3.12 or 3.11: "
+    text = f"{version} ({where})"
+    supported = _supported_pythons()
+    if not supported:
+        return Check("Python", "warn", text, "pyproject.toml's requires-python could not be read")
+    if not SpecifierSet(supported).contains(version, prereleases=True):
+        return Check("Python", "fail", text, f"the course needs Python {supported} (pyproject.toml): "
                      "run `make setup` and use the course kernel / .venv/bin/python")
     return Check("Python", "ok", text)
 

@@ -1,17 +1,17 @@
 """Which TensorFlow build a machine takes (CPU-only or CUDA-capable), which one is installed, and whether the
 packages around it are consistent.
 
-TensorFlow 2.18 comes as two wheels that install the same ``tensorflow`` package: ``tensorflow-cpu`` (no CUDA
+TensorFlow 2.21 comes as two wheels that install the same ``tensorflow`` package: ``tensorflow-cpu`` (no CUDA
 plugins) and ``tensorflow`` (CUDA-capable; with its ``and-cuda`` extra it brings the CUDA libraries). The
-CUDA-capable wheel started on a machine without a GPU logs "Unable to register cuDNN/cuFFT/cuBLAS factory" and
-"failed call to cuInit" at level E in every process, which a learner reads as errors. So:
+CUDA-capable wheel started on a machine without a GPU logs "failed call to cuInit" at level E in every process,
+which a learner reads as an error. So:
 
 - :func:`tensorflow_variant` is the one place that decides a machine's variant (``cpu`` / ``gpu``):
   ``tools/setup.sh`` installs ``pyproject.toml``'s extra of that name, ``make doctor`` compares the installed
   build with it, and the notebooks' harness lets the CUDA build's start-up lines through on ``gpu`` machines only.
-- ``tf-keras`` 2.18 requires ``tensorflow``; set-up installs it without its dependencies next to
+- ``tf-keras`` 2.21 requires ``tensorflow``; set-up installs it without its dependencies next to
   ``tensorflow-cpu``, and :func:`unmet_requirements` (``pip check`` with that one requirement met under the other
-  name, :data:`PROVIDES`) checks that nothing else is missing (``docs/decisions/tensorflow-2.18.md``).
+  name, :data:`PROVIDES`) checks that nothing else is missing (``docs/decisions/tensorflow-2.21.md``).
 
 Nothing here imports TensorFlow. Introduced in notebooks/00_setup.ipynb (the doctor's "TensorFlow build" line).
 """
@@ -38,7 +38,7 @@ __all__ = ["BUILDS", "PROVIDES", "tensorflow_variant", "installed_builds", "expe
 #: folder: a venv holds one (set-up removes the other before it installs one).
 BUILDS = {"tensorflow-cpu": "the CPU-only build", "tensorflow": "the CUDA-capable build"}
 #: A distribution that provides another's package under its own name: tensorflow-cpu is ``tensorflow`` for
-#: tf-keras, whose one requirement (``tensorflow>=2.18,<2.19``) names the CUDA-capable wheel.
+#: tf-keras, whose one requirement (``tensorflow>=2.21,<2.22``) names the CUDA-capable wheel.
 PROVIDES = {"tensorflow-cpu": "tensorflow"}
 _PIP_MISSING = re.compile(r"(\S+) (\S+) requires (\S+), which is not installed\.")
 
@@ -89,7 +89,7 @@ def expected_build(variant: str, machine: str | None = None) -> str | None:
     Args:
         variant: ``"cpu"`` or ``"gpu"`` (:func:`tensorflow_variant`).
         machine: ``platform.machine()`` to evaluate the extra's markers for (default: this machine's): PyPI has
-            tensorflow-cpu 2.18 for x86-64 only, so the ``cpu`` extra names ``tensorflow`` elsewhere.
+            tensorflow-cpu 2.21 for x86-64 only, so the ``cpu`` extra names ``tensorflow`` elsewhere.
 
     Returns:
         ``"tensorflow-cpu"`` or ``"tensorflow"``; None when pyproject.toml is missing or names neither.
@@ -110,7 +110,7 @@ def expected_build(variant: str, machine: str | None = None) -> str | None:
 
 def _explained(line: str) -> bool:
     """Whether a ``pip check`` line is a requirement met under another name (:data:`PROVIDES`): e.g.
-    "tf-keras 2.18.0 requires tensorflow, which is not installed." next to a tensorflow-cpu its range admits."""
+    "tf-keras 2.21.0 requires tensorflow, which is not installed." next to a tensorflow-cpu its range admits."""
     from packaging.requirements import Requirement  # late: a fresh venv has no packaging when set-up asks the variant
 
     match = _PIP_MISSING.fullmatch(line.strip())
@@ -182,7 +182,11 @@ def unwanted_builds(variant: str, machine: str | None = None) -> list[str]:
 
 def main(argv: list[str]) -> int:
     """``variant`` prints ``cpu|gpu<TAB>reason``; ``unwanted VARIANT`` prints :func:`unwanted_builds`;
+    ``installed`` prints the installed TensorFlow's version (nothing when there is none; set-up's upgrade line);
     ``check`` prints :func:`unmet_requirements` (status 1 when there are any)."""
+    if argv == ["installed"]:
+        print(*sorted(set(installed_builds().values())))
+        return 0
     if len(argv) == 2 and argv[0] == "unwanted":
         try:
             print(*unwanted_builds(argv[1]))
@@ -201,7 +205,7 @@ def main(argv: list[str]) -> int:
         problems = unmet_requirements()
         print(*problems, sep="\n")
         return 1 if problems else 0
-    print("usage: python -m course_lib.environment.tensorflow_build variant | unwanted VARIANT | check",
+    print("usage: python -m course_lib.environment.tensorflow_build variant | unwanted VARIANT | installed | check",
           file=sys.stderr)
     return 2
 

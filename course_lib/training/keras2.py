@@ -2,7 +2,7 @@
 
 TensorFlow >= 2.16 installs Keras 3 and makes it ``tf.keras``. The course stays on Keras 2 (the ``tf_keras``
 package) because Horovod's Keras layer and MultiWorkerMirroredStrategy need it (horovod#4290, keras#20585;
-docs/decisions/tensorflow-2.18.md). TensorFlow's switch is the environment variable ``TF_USE_LEGACY_KERAS=1``,
+docs/decisions/tensorflow-2.21.md). TensorFlow's switch is the environment variable ``TF_USE_LEGACY_KERAS=1``,
 read the first time anything touches ``tf.keras``; this module sets it (inherited by every process this one
 starts, so the ranks of a ``horovodrun`` see it too) and imports ``tf_keras``.
 

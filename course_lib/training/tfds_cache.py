@@ -90,7 +90,8 @@ def store(data_dir: Path, arrays: dict[str, np.ndarray]) -> Path | None:
     if path is None or not arrays_match(arrays):
         return None
     buffer = io.BytesIO()
-    np.savez(buffer, **{name: arrays[name] for name in _FIELDS})
+    np.savez(buffer, x_train=arrays["x_train"], y_train=arrays["y_train"], x_test=arrays["x_test"],
+             y_test=arrays["y_test"])  # _FIELDS, by name (NumPy 2.5's stubs refuse a ** of arrays)
     try:
         atomic_write_bytes(path, buffer.getvalue())
         os.chmod(path, 0o644)  # readable by every account that reads the data set (a room's learners)
