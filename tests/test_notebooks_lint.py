@@ -106,7 +106,7 @@ def figures_without_images(nb: nbformat.NotebookNode) -> list[int]:
 def test_every_figure_is_an_image(path: Path) -> None:
     bad = figures_without_images(nbformat.read(path, as_version=4))
     assert not bad, (f"cells {bad} make a figure but their output holds no image/png (only its text "
-                     "'<Figure size ...>'): display it with course_lib.lessons.display.show_figure(fig) "
+                     "'<Figure size ...>'): display it with course_lib.lessons.common.display.show_figure(fig) "
                      "or plt.show(), then re-execute the notebook")
 
 
