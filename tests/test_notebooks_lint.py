@@ -79,7 +79,7 @@ def test_notebook_follows_the_skeleton(path: Path) -> None:
                  if cell.cell_type == "markdown" and cell.source.startswith("## Exercises"))
     self_checks = [cell for cell in nb.cells[start:]
                    if cell.cell_type == "code" and re.search(r"\bcheck\w*\(", cell.source)]
-    assert self_checks, "each exercise needs a self-check cell (answers.check or a check_... of course_lib.lessons.checks)"
+    assert self_checks, "each exercise needs a self-check cell (answers.check or a check_... of its topic's checks)"
 
 
 FIGURE_TEXT = re.compile(r"<(?:matplotlib\.figure\.)?Figure[ :]")

@@ -2,7 +2,7 @@
 
 Each exercise has a key (``"02.global_batch"``), a question written from its own ``numbers``, a
 solver and a hint. The solver computes the expected answer from those numbers with the course's
-own functions (``training.epochs``, ``training.pipeline``, ``lessons.trials``), so no answer is written down here
+own functions (``training.epochs``, ``training.pipeline``, ``lessons.large_batch.trials``), so no answer is written down here
 and a learner who opens this file in the lab reads the method, not the number. Answers that are
 not a formula (a choice, a word) are compared as a salted sha256 of the normalised text.
 
@@ -12,7 +12,7 @@ does (:mod:`course_lib.lessons.common.checks`). Whole-number answers
 must be exact; real answers within 0.1 % (a rounded answer passes, a 1 % slip does not).
 Instructors find worked solutions in ``instructor/solutions/`` (refused by the learners' lab);
 ``tests/test_exercises.py`` proves each checker accepts them and rejects near misses. The checks that run the
-learner's code or read the learner's run are in the module of their notebook (:mod:`course_lib.lessons.checks`).
+learner's code or read the learner's run are in their notebook's topic (``course_lib.lessons.<topic>.checks``).
 
 Introduced in notebooks/00_setup.ipynb.
 """

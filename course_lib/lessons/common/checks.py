@@ -1,7 +1,7 @@
 """The one pattern of every self-check cell: what it prints, what it returns, how it runs the learner's code.
 
 Every self-check of every notebook (``answers.check`` for the numeric and word answers, the ``check_...``
-functions of each notebook's module of :mod:`course_lib.lessons.checks`) prints exactly one verdict line,
+functions of each notebook topic's ``checks`` module) prints exactly one verdict line,
 ``[key] ...``, through the three functions below, and returns it as a bool:
 
 * ``[key] correct.`` or ``[key] correct: what was verified.`` -- returns True (:func:`right`);
