@@ -1,4 +1,5 @@
-"""Tests of course_lib.lessons.communication.alpha_parts: alpha taken apart from interleaved configurations, and its checks."""
+"""Tests of course_lib.lessons.communication.alpha_parts: alpha taken apart from interleaved configurations, and
+its checks."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Tests of course_lib.lessons.communication.comm_findings: every summary sentence of notebook 05 follows its verdict."""
+"""Tests of course_lib.lessons.communication.comm_findings: every summary sentence of notebook 05 follows its
+verdict."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Tests of course_lib.lessons.data_parallelism.experiments: notebook 01's batch-size sweep, its interleaved rounds, and the
-sentences written from its verdict (issue 44: a sentence that states a measured effect follows from the verdict)."""
+"""Tests of course_lib.lessons.data_parallelism.experiments: notebook 01's batch-size sweep, its interleaved rounds,
+and the sentences written from its verdict (issue 44: a sentence that states a measured effect follows from the verdict)."""
 
 from __future__ import annotations
 

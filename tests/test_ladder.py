@@ -1,4 +1,5 @@
-"""Tests of course_lib.lessons.large_batch.ladder: a ladder's configurations and the changes derived from their flags."""
+"""Tests of course_lib.lessons.large_batch.ladder: a ladder's configurations and the changes derived from their
+flags."""
 
 from __future__ import annotations
 

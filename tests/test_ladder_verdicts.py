@@ -1,4 +1,5 @@
-"""Tests of course_lib.lessons.large_batch.ladder_verdicts: paired differences over seeds and the rung verdicts of notebook 04."""
+"""Tests of course_lib.lessons.large_batch.ladder_verdicts: paired differences over seeds and the rung verdicts
+of notebook 04."""
 
 from __future__ import annotations
 

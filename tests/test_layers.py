@@ -95,7 +95,8 @@ def _notebook_imports(path: Path) -> list[tuple[str, int]]:
             continue
         source = "".join(cell["source"])
         try:
-            tree = ast.parse("\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))))
+            kept = [line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))]
+            tree = ast.parse("\n".join(kept))
         except SyntaxError:
             continue
         for node in ast.walk(tree):
@@ -261,7 +262,8 @@ def test_an_import_the_check_cannot_read_fails(tmp_path: Path, line: str) -> Non
     assert len(problems) == 1 and "course_lib.training.epochs:" in problems[0], problems
 
 
-@pytest.mark.parametrize("line", ["from course_lib.runner import launch\n", "import course_lib.lessons.common.scaling\n",
+@pytest.mark.parametrize("line", ["from course_lib.runner import launch\n",
+                                  "import course_lib.lessons.common.scaling\n",
                                   "def main():\n    from course_lib import environment\n"])
 def test_a_script_reaching_past_the_training_layer_fails(tmp_path: Path, line: str) -> None:
     root = _scratch(tmp_path)

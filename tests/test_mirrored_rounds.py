@@ -1,5 +1,5 @@
-"""Tests of course_lib.lessons.mirrored_strategy.mirrored_rounds: notebook 02's paired scaling table (the interval the verdict uses is the
-one tabulated and plotted, review E-8) and the sentences written from its verdicts (issue 44 item 3)."""
+"""Tests of course_lib.lessons.mirrored_strategy.mirrored_rounds: notebook 02's paired scaling table (the interval
+the verdict uses is the one tabulated and plotted, review E-8) and the sentences written from its verdicts (issue 44 item 3)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,8 @@ from types import SimpleNamespace
 import pytest
 
 from course_lib.lessons.common import paired_runs, scaling
-from course_lib.lessons.common.paired_runs import Paired, paired_ratio, paired_scaling_table, speed_sentence, timed_rates
+from course_lib.lessons.common.paired_runs import (Paired, paired_ratio, paired_scaling_table, speed_sentence,
+                                                  timed_rates)
 from course_lib.training.stats import mean_ci95
 
 

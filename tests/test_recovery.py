@@ -1,5 +1,5 @@
-"""course_lib.lessons.large_batch.recovery: notebook 04's question (the fraction of the naive loss the recipe recovers), its
-verdict words and summary sentence (which a test here flips), and the seeds its design asks for."""
+"""course_lib.lessons.large_batch.recovery: notebook 04's question (the fraction of the naive loss the recipe
+recovers), its verdict words and summary sentence (which a test here flips), and the seeds its design asks for."""
 
 from __future__ import annotations
 

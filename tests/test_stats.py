@@ -61,8 +61,10 @@ def test_scaling_efficiency_and_its_interval():
 
 
 #: (file, function) of every verdict; each must call the owner and compare no interval end itself.
-VERDICTS = [("course_lib/lessons/common/measured.py", "at_least"), ("course_lib/lessons/large_batch/ladder_verdicts.py", "decide"),
-            ("course_lib/lessons/large_batch/ladder_verdicts.py", "ladder_table"), ("course_lib/lessons/communication/knobs.py", "compare"),
+VERDICTS = [("course_lib/lessons/common/measured.py", "at_least"),
+            ("course_lib/lessons/large_batch/ladder_verdicts.py", "decide"),
+            ("course_lib/lessons/large_batch/ladder_verdicts.py", "ladder_table"),
+            ("course_lib/lessons/communication/knobs.py", "compare"),
             ("course_lib/lessons/horovod/widgets.py", "superlinear_notes"), ("benchmarks/stats.py", "goal_verdict"),
             ("course_lib/lessons/large_batch/recovery.py", "recovery_word")]
 OWNERS = {"interval_verdict", "ci_verdict"}

@@ -1,5 +1,5 @@
-"""Trial records for the tests of notebook 04's modules: a real :class:`~course_lib.lessons.large_batch.trials.Trial` in which
-a test sets only the fields it is about."""
+"""Trial records for the tests of notebook 04's modules: a real
+:class:`~course_lib.lessons.large_batch.trials.Trial` in which a test sets only the fields it is about."""
 
 from __future__ import annotations
 

@@ -4,7 +4,8 @@ Speed-up ``S_N = T_N / T_1`` and efficiency ``E_N = T_N / (N × T_1)``, where ``
 throughput (images/s) with N devices. Weak scaling keeps the per-device batch fixed (the global
 batch grows with N); strong scaling keeps the global batch fixed. A table mixes one or the
 other, never both. :func:`scaling_table` takes each run's own interval; for two runs measured in the same
-rounds, :func:`course_lib.lessons.mirrored_strategy.mirrored_rounds.scaling_pair` and :func:`course_lib.lessons.common.paired_runs.paired_scaling_table` give the paired one.
+rounds, :func:`course_lib.lessons.mirrored_strategy.mirrored_rounds.scaling_pair` and
+:func:`course_lib.lessons.common.paired_runs.paired_scaling_table` give the paired one.
 
 Introduced in notebooks/02_mirrored_strategy.ipynb.
 """
@@ -216,7 +217,8 @@ def plot_scaling(table: "pandas.DataFrame", *, title: str = "",
 
     Each measured point carries its 95 % interval where the table has one (``images_per_sec_ci95``,
     ``efficiency_ci95``); a point without one is drawn without a bar. The efficiency's interval of a
-    paired table (``table.attrs["paired"]``, :mod:`course_lib.lessons.common.paired_runs`, :mod:`course_lib.lessons.mirrored_strategy.mirrored_rounds`) is the paired one, and
+    paired table (``table.attrs["paired"]``, :mod:`course_lib.lessons.common.paired_runs`,
+    :mod:`course_lib.lessons.mirrored_strategy.mirrored_rounds`) is the paired one, and
     its legend says so.
 
     Args:

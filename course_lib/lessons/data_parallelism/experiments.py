@@ -2,9 +2,9 @@
 
 :func:`batch_size_sweep` measures the course CNN's training images/s at several batch sizes on one device, with
 the course's ``Throughput`` callback (images that really ran, warm-up epochs left out). The batch sizes train one
-epoch each per round, in the order of :func:`~course_lib.lessons.common.paired_runs.round_order` (ABC, CBA, …: ABBA), so a
-slowdown of the machine moves all of them; :meth:`BatchSweep.compare` puts two batch sizes against each other round by round, where it cancels:
-a :class:`PairedRatio`, its verdict, and the sentences a notebook shows about it, written from that verdict. A
+epoch each per round, in the order of :func:`~course_lib.lessons.common.paired_runs.round_order` (ABC, CBA, …:
+ABBA), so a slowdown of the machine moves all of them; :meth:`BatchSweep.compare` puts two batch sizes against
+each other round by round, where it cancels: a :class:`PairedRatio`, its verdict, and the sentences a notebook shows about it, written from that verdict. A
 round in which an epoch kept far fewer cores busy than that batch size's best (``throughput.below_peak_cpu``) is
 run again while a small budget lasts.
 
@@ -176,7 +176,8 @@ def batch_size_sweep(images: np.ndarray, labels: np.ndarray, batch_sizes: Sequen
     One model per batch size (the same initial weights). Each first trains ``warmup_epochs`` untimed
     epochs (graph tracing, tf.data's autotuning settling: the second epoch at batch 256 was once a third
     slower on the 2-core VM); then every round trains one epoch of each batch size, in the order of
-    :func:`~course_lib.lessons.common.paired_runs.round_order` (reversed every other round), so that load from other programs falls on all of
+    :func:`~course_lib.lessons.common.paired_runs.round_order` (reversed every other round), so that load from
+    other programs falls on all of
     them alike. A round run again in place of a disturbed one keeps the order of the round it replaces.
 
     Args:

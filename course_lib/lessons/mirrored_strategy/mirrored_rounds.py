@@ -1,12 +1,13 @@
 """Notebook 02's scaling runs: MirroredStrategy configurations trained in interleaved rounds, compared in pairs.
 
-The pairing itself (the mean of per-round ratios, its interval and verdict) is :mod:`course_lib.lessons.common.paired_runs`'s;
-this module runs 02's in-process configurations and writes what their verdicts allow.
+The pairing itself (the mean of per-round ratios, its interval and verdict) is
+:mod:`course_lib.lessons.common.paired_runs`'s; this module runs 02's in-process configurations and writes what
+their verdicts allow.
 
 :func:`train_in_rounds` gives each configuration (a device list and a per-replica batch) its own strategy and
 model (the same seed) and trains one epoch of each in turn, round after round, in the order of
-:func:`course_lib.lessons.common.paired_runs.round_order` (A B C, C B A, …), so that a slowdown of the machine falls on
-all of them alike. Round 0 traces the graphs and is not counted. Every record keeps the images/s of each counted
+:func:`course_lib.lessons.common.paired_runs.round_order` (A B C, C B A, …), so that a slowdown of the machine
+falls on all of them alike. Round 0 traces the graphs and is not counted. Every record keeps the images/s of each counted
 round (``extra["round_rates"]``), so :func:`scaling_pair` compares two configurations round by round: the
 speed-up is the mean of the per-round ratios and its interval the paired one, the interval the verdict uses and
 the table and the figure show. :func:`reading` and :func:`summary` write what the verdicts allow, and nothing
