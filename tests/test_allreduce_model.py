@@ -10,9 +10,9 @@ import pytest
 
 matplotlib.use("Agg")
 
+from course_lib.lessons.common.ring import ring_factor  # noqa: E402
 from course_lib.lessons.communication import allreduce_model as am  # noqa: E402
 from course_lib.lessons.communication import checks as communication  # noqa: E402
-from course_lib.lessons.common.ring import ring_factor  # noqa: E402
 from course_lib.lessons.communication.allreduce_model import AlphaBeta  # noqa: E402
 
 SIZES = [4096 * 4 ** k for k in range(8)]  # 4 KiB .. 64 MiB, as the bench measures

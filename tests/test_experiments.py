@@ -10,8 +10,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_lib.lessons.data_parallelism import experiments
 from course_lib.lessons.common.paired_runs import round_order
+from course_lib.lessons.data_parallelism import experiments
 from course_lib.lessons.data_parallelism.experiments import PairedRatio
 
 NOTEBOOK_01 = Path(__file__).resolve().parents[1] / "notebooks" / "01_data_parallelism.ipynb"

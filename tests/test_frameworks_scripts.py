@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from course_lib.lessons.frameworks import frameworks
 from course_lib.lessons.common.coverage import check_coverage
+from course_lib.lessons.frameworks import frameworks
 from course_lib.runner import launch
 from course_lib.runner.runlog import RunResult
 from course_lib.training.consumption import ids_hash

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from course_lib.lessons.common import scaling
-from course_lib.lessons.mirrored_strategy import mirrored_rounds
 from course_lib.lessons.common.scaling import MixedScalingError, RunRecord
+from course_lib.lessons.mirrored_strategy import mirrored_rounds
 from course_lib.training.stats import mean_ci95
 
 NOTEBOOK_02 = Path(__file__).resolve().parents[1] / "notebooks" / "02_mirrored_strategy.ipynb"

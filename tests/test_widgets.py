@@ -18,8 +18,8 @@ import pytest
 from procscan import processes_with
 
 from course_lib.lessons.common import scaling
-from course_lib.runner.launch import LaunchError
 from course_lib.lessons.horovod.widgets import ControlPanel, default_script
+from course_lib.runner.launch import LaunchError
 
 SCRIPTS = Path(__file__).parent / "scripts"
 needs_horovod = pytest.mark.requires("horovodrun")  # missing: a failure with the remedy (tests/conftest.py)

@@ -19,9 +19,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from course_lib.lessons.common.checks import learner_call, right, waiting, wrong
 from course_lib.lessons.common.ring import ring_factor
 from course_lib.lessons.communication.allreduce_model import AlphaBeta
-from course_lib.lessons.common.checks import learner_call, right, waiting, wrong
 
 __all__ = ["check_prediction", "check_alpha_beta_fit", "FIT_CASES"]
 

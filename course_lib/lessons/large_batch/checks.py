@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
-from course_lib.lessons.large_batch.recovery import Recovery
 from course_lib.lessons.common.checks import learner_call, right, waiting, word_answer, wrong
+from course_lib.lessons.large_batch.recovery import Recovery
 from course_lib.lessons.large_batch.trials import peak_lr
 from course_lib.training import schedules
 from course_lib.training.stats import t_critical_95

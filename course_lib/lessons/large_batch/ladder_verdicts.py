@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-from course_lib.lessons.large_batch.ladder import Config
 from course_lib.lessons.common.measured import in_words
+from course_lib.lessons.large_batch.ladder import Config
 from course_lib.lessons.large_batch.trials import AccuracyKey, Trial
 from course_lib.training.stats import ci_verdict, mean_ci95
 
