@@ -152,7 +152,7 @@ def test_word_answers_compare_salted_digests(capsys: pytest.CaptureFixture[str])
         assert exercise.accepts(right), right
     for wrong in ("tensor", "tensor-fusion", "fusion tensor", None, 7):
         assert not exercise.accepts(wrong), wrong
-    source = (ROOT / "course_lib" / "lessons" / "checks" / "answers.py").read_text()
+    source = (ROOT / "course_lib" / "lessons" / "common" / "answers.py").read_text()
     assert "tensor fusion" not in source.lower()
 
 
