@@ -2,7 +2,7 @@
 
 Each exercise has a key (``"02.global_batch"``), a question written from its own ``numbers``, a
 solver and a hint. The solver computes the expected answer from those numbers with the course's
-own functions (``training.epochs``, ``training.pipeline``, ``lessons.large_batch.trials``), so no answer is written down here
+own functions (``training.epochs``, ``training.pipeline``), so no answer is written down here
 and a learner who opens this file in the lab reads the method, not the number. Answers that are
 not a formula (a choice, a word) are compared as a salted sha256 of the normalised text.
 
