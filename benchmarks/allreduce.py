@@ -156,7 +156,7 @@ def rows(samples: Mapping[str, Mapping[str, Sequence[float]]], chosen: Sequence[
 
 def _fit_rows(s: Setting, sweep: Mapping[str, Sequence[float]]) -> list[Row]:
     """alpha and beta of the medians over the rounds (relative-error fit, notebook 05)."""
-    from course_lib.lessons import allreduce_model
+    from course_lib.lessons.communication import allreduce_model
 
     sizes = sorted(int(k) for k in sweep)
     times = [median(list(sweep[str(n)])) for n in sizes]

@@ -32,18 +32,22 @@ and each layer's imports as ``tests/test_layers.MAY_IMPORT`` enforces them.
     (elastic Horovod, several python workers, mpirun), ``faults`` (notebook 06's drills) and ``torchrun``
     (PyTorch's launcher through the course's, notebook 07).
 ``lessons/`` (imports training, runner)
-    Helpers of the notebooks: ``concepts`` and ``experiments`` (01), ``allreduce_model``, ``transport``,
-    ``alpha_parts``, ``comm_findings`` and ``timeline`` (what communication costs, 05), ``scaling`` (tables and
-    plots), ``paired_runs`` (runs compared in alternating rounds, paired: 03; the one owner of the pairing),
-    ``mirrored_rounds`` (02's runs in rounds), ``measured`` (a measured value shown masked, with its verdict),
-    ``ladder``, ``ladder_verdicts``, ``ladder_view``, ``time_to_target``, ``recovery``, ``trials`` and
-    ``trial_runner`` (04), ``knobs`` (05),
-    the self-checks in ``checks/``: ``checks.core`` (the one self-check pattern), ``checks.answers`` (the
-    keyed answers) and one module per notebook, named by its file: ``checks.data_parallelism`` (01),
-    ``checks.mirrored_strategy`` (02), ``checks.horovod`` (03), ``checks.large_batch`` (04),
-    ``checks.communication`` (05), ``checks.beyond_one_machine`` (06); ``elastic_run`` (an elastic run epoch by
-    epoch, 06), ``coverage`` (every image once), ``display`` (what a cell shows), ``widgets`` (the control panel)
-    and ``script_diff`` (the lines between two scripts), ``frameworks`` (notebook 07's rows and verdicts).
+    Helpers of the notebooks, one package per notebook topic with its self-checks (``checks``) beside its
+    helpers, and ``common/`` for what two or more topics use; no topic imports another, ``common`` imports no
+    topic. ``common``: ``common.measured`` (a measured value shown masked, with its verdict),
+    ``common.display`` (what a cell shows), ``common.paired_runs`` (runs in ABBA rounds, paired; the one owner
+    of the pairing), ``common.scaling`` (tables and plots), ``common.coverage`` (every image once),
+    ``common.script_diff`` (the lines between two scripts), ``common.ring`` (the ring's ``2 (N - 1) / N``),
+    ``common.checks`` (the one self-check pattern) and ``common.answers`` (the keyed answers).
+    01: ``data_parallelism.concepts``, ``data_parallelism.experiments``, ``data_parallelism.checks``;
+    02: ``mirrored_strategy.mirrored_rounds``, ``mirrored_strategy.checks``; 03: ``horovod.widgets`` (the
+    control panel), ``horovod.checks``; 04: ``large_batch.ladder``, ``large_batch.ladder_verdicts``,
+    ``large_batch.ladder_view``, ``large_batch.time_to_target``, ``large_batch.recovery``,
+    ``large_batch.trials``, ``large_batch.trial_runner``, ``large_batch.checks``; 05 (what communication
+    costs): ``communication.allreduce_model``, ``communication.transport``, ``communication.alpha_parts``,
+    ``communication.comm_findings``, ``communication.knobs``, ``communication.timeline``,
+    ``communication.checks``; 06: ``beyond_one_machine.elastic_run`` (an elastic run epoch by epoch),
+    ``beyond_one_machine.checks``; 07: ``frameworks.frameworks`` (notebook 07's rows and verdicts).
 ``environment/`` (imports training, runner)
     The learner's machine: ``doctor`` (``python -m course_lib doctor``), ``tensorflow_build`` (which TensorFlow
     build the machine takes and has), ``frameworks`` (notebook 07's second venv), ``machine`` (what a

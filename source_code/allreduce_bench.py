@@ -15,7 +15,7 @@ With ``--json``, rank 0 prints one ``{"event": "allreduce", ...}`` line per size
 elements, wire_bytes, repeats, median_s, q1_s, q3_s, algbw_gbps, busbw_gbps, controller,
 workers, compression); bandwidths are in GB/s (10^9 bytes per second). Horovod's own settings
 (HOROVOD_CYCLE_TIME, HOROVOD_FUSION_THRESHOLD) are read from the environment as usual and
-reported in the ``config`` line. ``course_lib.lessons.allreduce_model`` fits the alpha-beta
+reported in the ``config`` line. ``course_lib.lessons.communication.allreduce_model`` fits the alpha-beta
 model to these lines (notebooks/05_communication.ipynb).
 
 ``--cycle-times 5,25`` measures at several ``HOROVOD_CYCLE_TIME`` values in one launch, interleaved

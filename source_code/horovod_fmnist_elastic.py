@@ -4,7 +4,7 @@ Description: ``source_code/horovod_fmnist_minimal.py`` plus the lines that make 
 ``# Horovod`` (the four elastic changes numbered): the training state (weights, optimizer, epoch) is
 committed in memory at every epoch end; when a worker dies or a host is added, the survivors roll back to the
 last commit, form a new group at its new size, re-shard the data, rescale the learning rate and carry on
-until the last epoch. Notebook 06 prints the difference with ``course_lib.lessons.script_diff``. The lines
+until the last epoch. Notebook 06 prints the difference with ``course_lib.lessons.common.script_diff``. The lines
 marked ``# Course`` only serve notebook 06's drill (the JSON lines its launcher reads, and
 ``--regrow-wait-s``); delete them and the script runs without course_lib.
 

@@ -3,7 +3,7 @@
 Description: ``source_code/keras_fmnist.py`` plus the lines that make it multi-worker, each marked
 ``# Strategy`` (the four changes numbered), and a restart that continues from the last finished epoch
 (``--backup-dir``, Keras' BackupAndRestore). Notebook 06 prints the difference with
-``course_lib.lessons.script_diff``. The lines marked ``# Course`` only serve notebook 06's drill (the JSON
+``course_lib.lessons.common.script_diff``. The lines marked ``# Course`` only serve notebook 06's drill (the JSON
 lines its launcher reads, and a restart that is bit-identical to an uninterrupted run); delete them and the
 script runs without course_lib.
 

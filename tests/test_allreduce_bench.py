@@ -10,7 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from course_lib.lessons import allreduce_model
+from course_lib.lessons.communication import allreduce_model
 from course_lib.runner.launch import run_horovod
 from flag_runs import run_flag_sets
 
@@ -116,7 +116,7 @@ def test_two_workers_report_every_size_and_leave_nothing(bench_run):
     assert any(e["event"] == "done" for e in events)
     assert not [e for rank, e in result.events if rank != 0]  # rank 0 alone prints
     assert list(allreduce_model.bench_table(events)["bytes"]) == [e["bytes"] for e in rows]
-    from course_lib.lessons import timeline as tl
+    from course_lib.lessons.communication import timeline as tl
     assert "ALLREDUCE" in set(tl.phase_table(tl.read_timeline(timeline))["phase"])
     # No process of the run is left.
     assert len(result.pids) >= 3

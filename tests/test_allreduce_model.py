@@ -1,4 +1,4 @@
-"""Tests of course_lib.lessons.allreduce_model: the alpha-beta fit, bandwidths, the self-check."""
+"""Tests of course_lib.lessons.communication.allreduce_model: the alpha-beta fit, bandwidths, the self-check."""
 
 from __future__ import annotations
 
@@ -10,21 +10,22 @@ import pytest
 
 matplotlib.use("Agg")
 
-from course_lib.lessons import allreduce_model as am  # noqa: E402
-from course_lib.lessons.checks import communication  # noqa: E402
-from course_lib.lessons.allreduce_model import AlphaBeta  # noqa: E402
+from course_lib.lessons.common.ring import ring_factor  # noqa: E402
+from course_lib.lessons.communication import allreduce_model as am  # noqa: E402
+from course_lib.lessons.communication import checks as communication  # noqa: E402
+from course_lib.lessons.communication.allreduce_model import AlphaBeta  # noqa: E402
 
 SIZES = [4096 * 4 ** k for k in range(8)]  # 4 KiB .. 64 MiB, as the bench measures
 
 
 def test_ring_factor_comes_from_notebook_01s_formula():
-    assert am.ring_factor(1) == 0.0
-    assert am.ring_factor(2) == 1.0
-    assert am.ring_factor(4) == 1.5
-    assert am.ring_factor(8) == 1.75
+    assert ring_factor(1) == 0.0
+    assert ring_factor(2) == 1.0
+    assert ring_factor(4) == 1.5
+    assert ring_factor(8) == 1.75
     for bad in (0, -2, 2.0, True, "2"):
         with pytest.raises(ValueError, match="int >= 1"):
-            am.ring_factor(bad)
+            ring_factor(bad)
 
 
 def test_bandwidths_follow_nccl_tests():

@@ -1,4 +1,5 @@
-"""Tests of course_lib.lessons.alpha_parts: alpha taken apart from interleaved configurations, and its checks."""
+"""Tests of course_lib.lessons.communication.alpha_parts: alpha taken apart from interleaved configurations, and
+its checks."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import math
 
 import pytest
 
-from course_lib.lessons import alpha_parts
-from course_lib.lessons.transport import Figure
+from course_lib.lessons.communication import alpha_parts
+from course_lib.lessons.communication.transport import Figure
 
 
 def _line(cycle, dispatch, rounds, nbytes=4096):

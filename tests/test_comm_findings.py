@@ -1,4 +1,5 @@
-"""Tests of course_lib.lessons.comm_findings: every summary sentence of notebook 05 follows its verdict."""
+"""Tests of course_lib.lessons.communication.comm_findings: every summary sentence of notebook 05 follows its
+verdict."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from course_lib.lessons.comm_findings import Findings, summary_lines
+from course_lib.lessons.communication.comm_findings import Findings, summary_lines
 
 BASE = Findings(latency_ratio=300.0, latency_far_above=True, largest_part="cycle wait", largest_share=0.57,
                 cycle_majority=True, parts_add_up=True, busbw_share={"gloo": (0.36, False), "mpi": (0.85, True)},

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from course_lib.lessons.concepts import allreduce_cost_table, ring_allreduce, synchronous_vs_asynchronous
+from course_lib.lessons.data_parallelism.concepts import (allreduce_cost_table, ring_allreduce,
+                                                          synchronous_vs_asynchronous)
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3, 4, 7])

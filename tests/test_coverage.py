@@ -1,4 +1,4 @@
-"""Tests of course_lib.training.consumption and course_lib.lessons.coverage.
+"""Tests of course_lib.training.consumption and course_lib.lessons.common.coverage.
 
 "Every training image exactly once" is checked from the ids each rank's input pipeline actually
 handed to the model: synthetic events for the verdict's arithmetic (overlap, gap, repeat, missing
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from course_lib.lessons.coverage import check_coverage
+from course_lib.lessons.common.coverage import check_coverage
 from course_lib.training.consumption import ConsumedIds, ids_hash, mix64, summarize_ids
 
 

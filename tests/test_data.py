@@ -234,7 +234,7 @@ def test_bad_shard_arguments_raise(kwargs):
 
 def test_importing_course_lib_modules_does_not_import_tensorflow():
     code = ("import sys, course_lib, course_lib.training.data, course_lib.training.devices, course_lib.training.models, "
-            "course_lib.training.throughput, course_lib.lessons.scaling\n"
+            "course_lib.training.throughput, course_lib.lessons.common.scaling\n"
             "assert 'tensorflow' not in sys.modules, 'tensorflow imported'\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

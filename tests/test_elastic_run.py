@@ -1,10 +1,10 @@
-"""course_lib.lessons.elastic_run: notebook 06's table and figure of an elastic run."""
+"""course_lib.lessons.beyond_one_machine.elastic_run: notebook 06's table and figure of an elastic run."""
 
 from __future__ import annotations
 
 import pytest
 
-from course_lib.lessons import elastic_run
+from course_lib.lessons.beyond_one_machine import elastic_run
 from course_lib.runner.runlog import RunResult
 
 

@@ -16,7 +16,7 @@ import nbformat
 import numpy as np
 import pytest
 
-from course_lib.lessons.checks.answers import EXERCISES, check
+from course_lib.lessons.common.answers import EXERCISES, check
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS_FILE = ROOT / "instructor" / "solutions" / "answers.py"
@@ -142,7 +142,7 @@ def test_the_notebook_number_scan_can_fail() -> None:
 
 # --- word answers are stored as salted digests ------------------------------------------------------
 def test_word_answers_compare_salted_digests(capsys: pytest.CaptureFixture[str]) -> None:
-    from course_lib.lessons.checks import answers as keyed
+    from course_lib.lessons.common import answers as keyed
 
     digest = keyed.answer_digest("99.words", "Tensor fusion")
     assert digest != hashlib.sha256(b"tensor fusion").hexdigest()            # salted
@@ -152,7 +152,7 @@ def test_word_answers_compare_salted_digests(capsys: pytest.CaptureFixture[str])
         assert exercise.accepts(right), right
     for wrong in ("tensor", "tensor-fusion", "fusion tensor", None, 7):
         assert not exercise.accepts(wrong), wrong
-    source = (ROOT / "course_lib" / "lessons" / "checks" / "answers.py").read_text()
+    source = (ROOT / "course_lib" / "lessons" / "common" / "answers.py").read_text()
     assert "tensor fusion" not in source.lower()
 
 
@@ -252,7 +252,7 @@ def wrong_attempt_run(tmp_path_factory: pytest.TempPathFactory) -> Any:
 def test_coding_self_check_rejects_a_real_run_with_both_mistakes(wrong_attempt_run: Any,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     """Each mistake shows in a real run, and the check names both."""
-    from course_lib.lessons.checks.horovod import check_horovod_run
+    from course_lib.lessons.horovod.checks import check_horovod_run
 
     result = wrong_attempt_run
     assert result.returncode == 0, "\n".join(result.log[-20:])   # rejected for its mistakes, not for a crash
@@ -272,7 +272,7 @@ def test_coding_self_check_rejects_each_mistake_alone(name: str, wrong_attempt_r
     images whose divided steps are the 2 shown)."""
     import dataclasses
 
-    from course_lib.lessons.checks.horovod import check_horovod_run
+    from course_lib.lessons.horovod.checks import check_horovod_run
 
     run = wrong_attempt_run
     if name == "no_distributed_optimizer":
@@ -296,7 +296,7 @@ def plain_script_run() -> Any:
 def test_coding_self_check_rejects_the_plain_script_unchanged(plain_script_run: Any,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     """The third wrong attempt: the learner launches keras_fmnist.py as it is (every rank says it is rank 0)."""
-    from course_lib.lessons.checks.horovod import check_horovod_run
+    from course_lib.lessons.horovod.checks import check_horovod_run
 
     assert check_horovod_run(plain_script_run, workers=2) is False
     assert "ranks" in capsys.readouterr().out
@@ -319,7 +319,7 @@ def test_plain_script_runs_unchanged_and_learns(plain_script_run: Any) -> None:
 
 
 def test_coding_self_check_without_a_run(capsys: pytest.CaptureFixture[str]) -> None:
-    from course_lib.lessons.checks.horovod import check_horovod_run
+    from course_lib.lessons.horovod.checks import check_horovod_run
 
     assert check_horovod_run(None) is False
     assert "not run yet" in capsys.readouterr().out
@@ -336,7 +336,7 @@ from course_lib.training import devices
 names = devices.simulate_devices(2)
 from course_lib.training.keras2 import keras
 import tensorflow as tf
-from course_lib.lessons.checks.mirrored_strategy import check_replica_step
+from course_lib.lessons.mirrored_strategy.checks import check_replica_step
 strategy = tf.distribute.MirroredStrategy(names)
 '''
 REPLICA_STEP_SEPARATOR = "=== 02 notebook solutions ==="
@@ -419,7 +419,7 @@ def _wrong_ring(name: str):
 
 
 def test_ring_check_accepts_the_solution(capsys: pytest.CaptureFixture[str]) -> None:
-    from course_lib.lessons.checks.data_parallelism import check_ring_allreduce
+    from course_lib.lessons.data_parallelism.checks import check_ring_allreduce
 
     assert check_ring_allreduce(answers.ring_allreduce) is True
     assert "correct" in capsys.readouterr().out
@@ -427,7 +427,7 @@ def test_ring_check_accepts_the_solution(capsys: pytest.CaptureFixture[str]) -> 
 
 @pytest.mark.parametrize("name", sorted(WRONG_RINGS))
 def test_ring_check_rejects_typical_wrong_rings(name: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from course_lib.lessons.checks.data_parallelism import check_ring_allreduce
+    from course_lib.lessons.data_parallelism.checks import check_ring_allreduce
 
     assert check_ring_allreduce(_wrong_ring(name)) is False
     out = capsys.readouterr().out
@@ -435,7 +435,7 @@ def test_ring_check_rejects_typical_wrong_rings(name: str, capsys: pytest.Captur
 
 
 def test_ring_check_unwritten_and_broken(capsys: pytest.CaptureFixture[str]) -> None:
-    from course_lib.lessons.checks.data_parallelism import check_ring_allreduce
+    from course_lib.lessons.data_parallelism.checks import check_ring_allreduce
 
     def unwritten(arrays):
         raise NotImplementedError
@@ -466,7 +466,7 @@ def test_01_notebook_gives_the_solutions_reduce_scatter() -> None:
     assert "raise NotImplementedError" in skeleton
 
 
-# --- one self-check pattern (issue 33): lessons.checks.core, used by every notebook -------------------
+# --- one self-check pattern (issue 33): lessons.common.checks, used by every notebook -------------
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 
@@ -499,7 +499,7 @@ def _first_line(out: str) -> str:
 
 
 def test_every_committed_self_check_output_is_a_verdict_line() -> None:
-    from course_lib.lessons.checks.core import VERDICT_LINE
+    from course_lib.lessons.common.checks import VERDICT_LINE
 
     seen = 0
     for notebook in NOTEBOOKS:
@@ -512,16 +512,16 @@ def test_every_committed_self_check_output_is_a_verdict_line() -> None:
 
 
 def test_the_verdict_line_pattern_can_fail() -> None:
-    from course_lib.lessons.checks.core import VERDICT_LINE
+    from course_lib.lessons.common.checks import VERDICT_LINE
 
     assert VERDICT_LINE.match("[05.fit] not yet: wrong. Hint: look.")
     for bad in ("not answered yet", "[05.fit] not yet: wrong.", "correct", "[06.x] False"):
         assert not VERDICT_LINE.match(bad), bad
 
 
-# --- where a checker lives (issue 47): lessons/checks/, one module per notebook, imported from its home ---------
-CHECKS = Path("course_lib") / "lessons" / "checks"
-SHARED_CHECKS = {"__init__", "core", "answers"}   # the pattern and the keyed answers; the rest: one per notebook
+# --- where a checker lives (issue 47, 54): its topic's checks.py, imported from its home ------------------------
+LESSONS = Path("course_lib") / "lessons"
+SHARED_CHECKS = {"common.checks", "common.answers"}   # the pattern and the keyed answers; the rest: one per topic
 
 
 def _top_level_names(tree: ast.Module) -> set[str]:
@@ -543,22 +543,25 @@ def _exported(tree: ast.Module) -> list[str]:
 
 
 def checks_layout_problems(root: Path) -> list[str]:
-    """What breaks the rule of docs/extending.md step 3 in ``root``: a checks module named by no notebook, one that
+    """What breaks the rule of docs/extending.md step 3 in ``root``: a topic's checks.py named by no notebook, one that
     hands on another module's names, a notebook that imports a checker from anywhere but its defining module."""
     problems = []
     notebooks = {path.stem.split("_", 1)[1]: path for path in (root / "notebooks").glob("[0-9][0-9]_*.ipynb")}
     defined: dict[str, set[str]] = {}
-    for path in sorted((root / CHECKS).glob("*.py")):
+    homes = sorted((root / LESSONS).glob("*/checks.py")) + sorted((root / LESSONS / "common").glob("answers.py"))
+    for path in homes:
+        home = f"{path.parent.name}.{path.stem}"
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        defined[path.stem] = _top_level_names(tree)
-        if path.stem not in SHARED_CHECKS:
-            if path.stem not in notebooks:
-                problems.append(f"checks/{path.name} is named by no notebook (notebooks/NN_{path.stem}.ipynb)")
-            elif f"Introduced in notebooks/{notebooks[path.stem].name}." not in (ast.get_docstring(tree) or ""):
-                problems.append(f"checks/{path.name}: its docstring does not name notebooks/{notebooks[path.stem].name}")
-        handed_on = sorted(set(_exported(tree)) - defined[path.stem])
+        defined[home] = _top_level_names(tree)
+        if home not in SHARED_CHECKS:
+            topic = path.parent.name
+            if topic not in notebooks:
+                problems.append(f"{home} is named by no notebook (notebooks/NN_{topic}.ipynb)")
+            elif f"Introduced in notebooks/{notebooks[topic].name}." not in (ast.get_docstring(tree) or ""):
+                problems.append(f"{home}: its docstring does not name notebooks/{notebooks[topic].name}")
+        handed_on = sorted(set(_exported(tree)) - defined[home])
         if handed_on:
-            problems.append(f"checks/{path.name} re-exports {handed_on}: import them from their home")
+            problems.append(f"{home} re-exports {handed_on}: import them from their home")
     for path in sorted(notebooks.values()):
         for cell in nbformat.read(path, as_version=4).cells:
             if cell.cell_type != "code":
@@ -570,14 +573,15 @@ def checks_layout_problems(root: Path) -> list[str]:
             for node in ast.walk(tree):
                 if not (isinstance(node, ast.ImportFrom) and (node.module or "").startswith("course_lib.lessons")):
                     continue
-                module = node.module.removeprefix("course_lib.lessons.checks.")
+                module = node.module.removeprefix("course_lib.lessons.")
                 for alias in node.names:
                     if not alias.name.startswith("check"):
                         continue
-                    if module == node.module:
-                        problems.append(f"{path.name} imports {alias.name} from {node.module}, not from checks/")
-                    elif alias.name not in defined.get(module, set()):
-                        problems.append(f"{path.name} imports {alias.name} from checks.{module}, which does not "
+                    if module not in defined:
+                        problems.append(f"{path.name} imports {alias.name} from {node.module}, not from a checks "
+                                        "module (its topic's checks.py, or common.answers)")
+                    elif alias.name not in defined[module]:
+                        problems.append(f"{path.name} imports {alias.name} from {module}, which does not "
                                         "define it")
     return problems
 
@@ -587,23 +591,25 @@ def test_every_checker_has_one_home_named_by_its_notebook() -> None:
 
 
 def test_the_checks_layout_rule_bites(tmp_path: Path) -> None:
-    shutil.copytree(ROOT / CHECKS, tmp_path / CHECKS)
+    shutil.copytree(ROOT / LESSONS, tmp_path / LESSONS, ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "notebooks").mkdir()
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
-        "from course_lib.lessons.checks.large_batch import check_lr_schedule\n"
-        "from course_lib.lessons.checks.answers import check, check_ring_allreduce\n"
-        "from course_lib.lessons.trials import check_trial")])
+        "from course_lib.lessons.large_batch.checks import check_lr_schedule\n"
+        "from course_lib.lessons.common.answers import check, check_ring_allreduce\n"
+        "from course_lib.lessons.large_batch.trials import check_trial")])
     nbformat.write(nb, tmp_path / "notebooks" / "04_large_batch.ipynb")
-    (tmp_path / CHECKS / "misc.py").write_text('"""Checks of no notebook."""\n')
-    (tmp_path / CHECKS / "horovod.py").unlink()
-    answers = tmp_path / CHECKS / "answers.py"
+    (tmp_path / LESSONS / "misc").mkdir()
+    (tmp_path / LESSONS / "misc" / "checks.py").write_text('"""Checks of no notebook."""\n')
+    (tmp_path / LESSONS / "horovod" / "checks.py").unlink()
+    answers = tmp_path / LESSONS / "common" / "answers.py"
     answers.write_text(answers.read_text().replace('__all__ = ["Exercise"', '__all__ = ["check_lr_schedule", "Exercise"'))
     problems = checks_layout_problems(tmp_path)
-    assert any("checks/misc.py is named by no notebook" in p for p in problems), problems
-    assert any("checks/data_parallelism.py is named by no notebook" in p for p in problems), problems
-    assert any("answers.py re-exports ['check_lr_schedule']" in p for p in problems), problems
-    assert any("imports check_ring_allreduce from checks.answers, which does not define it" in p for p in problems)
-    assert any("imports check_trial from course_lib.lessons.trials, not from checks/" in p for p in problems)
+    assert any("misc.checks is named by no notebook" in p for p in problems), problems
+    assert any("data_parallelism.checks is named by no notebook" in p for p in problems), problems
+    assert any("common.answers re-exports ['check_lr_schedule']" in p for p in problems), problems
+    assert any("imports check_ring_allreduce from common.answers, which does not define it" in p for p in problems)
+    assert any("imports check_trial from course_lib.lessons.large_batch.trials, not from a checks module" in p
+               for p in problems)
     assert not any("check_lr_schedule from" in p for p in problems), problems
 
 
@@ -618,13 +624,13 @@ def _solution_source(notebook: str, marker: str) -> str:
 
 # --- 04: predict (the recovered fraction on fewer seeds) -----------------------------------------------
 def _fraction(low: float, high: float) -> Any:
-    from course_lib.lessons.recovery import Recovery
+    from course_lib.lessons.large_batch.recovery import Recovery
 
     return Recovery((low + high) / 2, low, high, 0, (0.06, 0.01), (0.04, 0.01), (0.02, 0.01))
 
 
 def test_few_seeds_check_accepts_the_solution_and_rejects_wrong_words(capsys: pytest.CaptureFixture[str]) -> None:
-    from course_lib.lessons.checks.large_batch import check_few_seeds
+    from course_lib.lessons.large_batch.checks import check_few_seeds
 
     namespace: dict[str, Any] = {}
     exec(_solution_source("04", "FEW_SEEDS ="), namespace)  # noqa: S102
@@ -703,7 +709,7 @@ WRONG_FITS = {
 
 
 def test_fit_check_accepts_the_notebooks_solution(capsys: pytest.CaptureFixture[str]) -> None:
-    from course_lib.lessons.checks.communication import check_alpha_beta_fit
+    from course_lib.lessons.communication.checks import check_alpha_beta_fit
 
     assert check_alpha_beta_fit(_notebook_fit()) is True
     assert "correct" in capsys.readouterr().out
@@ -711,8 +717,8 @@ def test_fit_check_accepts_the_notebooks_solution(capsys: pytest.CaptureFixture[
 
 @pytest.mark.parametrize("name", sorted(WRONG_FITS))
 def test_fit_check_rejects_typical_wrong_fits(name: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from course_lib.lessons.checks.communication import check_alpha_beta_fit
-    from course_lib.lessons.checks.core import VERDICT_LINE
+    from course_lib.lessons.communication.checks import check_alpha_beta_fit
+    from course_lib.lessons.common.checks import VERDICT_LINE
 
     edit, says = WRONG_FITS[name]
     assert check_alpha_beta_fit(_fit_variant(edit)) is False
@@ -722,7 +728,7 @@ def test_fit_check_rejects_typical_wrong_fits(name: str, capsys: pytest.CaptureF
 
 
 def test_fit_check_placeholder_and_garbage(capsys: pytest.CaptureFixture[str]) -> None:
-    from course_lib.lessons.checks.communication import check_alpha_beta_fit
+    from course_lib.lessons.communication.checks import check_alpha_beta_fit
 
     def unwritten(sizes, seconds, workers):
         raise NotImplementedError
@@ -734,7 +740,7 @@ def test_fit_check_placeholder_and_garbage(capsys: pytest.CaptureFixture[str]) -
 
 
 def _fits() -> dict[str, Any]:
-    from course_lib.lessons.allreduce_model import AlphaBeta
+    from course_lib.lessons.communication.allreduce_model import AlphaBeta
 
     return {"gloo": AlphaBeta(alpha_s=12e-3, beta_bytes_per_s=7e8, workers=2)}
 
@@ -742,7 +748,7 @@ def _fits() -> dict[str, Any]:
 def test_predict_check_accepts_the_notebooks_solution(capsys: pytest.CaptureFixture[str]) -> None:
     from types import SimpleNamespace
 
-    from course_lib.lessons.checks.communication import check_prediction
+    from course_lib.lessons.communication.checks import check_prediction
 
     fits, hop = _fits(), 15e-6
     namespace: dict[str, Any] = {"fits": fits, "limits": {"gloo": SimpleNamespace(hop_s=hop)}}
@@ -762,7 +768,7 @@ SBATCH = ROOT / "cluster" / "slurm_horovod.sbatch"
 
 
 def test_slurm_host_list_check(capsys: pytest.CaptureFixture[str]) -> None:
-    from course_lib.lessons.checks.beyond_one_machine import check_slurm_hosts, expand_nodelist
+    from course_lib.lessons.beyond_one_machine.checks import check_slurm_hosts, expand_nodelist
 
     assert expand_nodelist("gpu[1-3],login,n[08-10]") == ["gpu1", "gpu2", "gpu3", "login", "n08", "n09", "n10"]
 
@@ -793,7 +799,7 @@ WRONG_DISCOVERY = {
 
 
 def test_discovery_check_accepts_the_notebooks_solution(capsys: pytest.CaptureFixture[str]) -> None:
-    from course_lib.lessons.checks.beyond_one_machine import check_discovery_script
+    from course_lib.lessons.beyond_one_machine.checks import check_discovery_script
 
     assert check_discovery_script(_discovery()) is True
     assert "correct" in capsys.readouterr().out
@@ -801,7 +807,7 @@ def test_discovery_check_accepts_the_notebooks_solution(capsys: pytest.CaptureFi
 
 @pytest.mark.parametrize("name", sorted(WRONG_DISCOVERY))
 def test_discovery_check_rejects_typical_wrong_scripts(name: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from course_lib.lessons.checks.beyond_one_machine import check_discovery_script
+    from course_lib.lessons.beyond_one_machine.checks import check_discovery_script
 
     (old, new), says = WRONG_DISCOVERY[name]
     script = _discovery()
@@ -813,7 +819,7 @@ def test_discovery_check_rejects_typical_wrong_scripts(name: str, capsys: pytest
 
 
 def test_discovery_check_placeholder(capsys: pytest.CaptureFixture[str]) -> None:
-    from course_lib.lessons.checks.beyond_one_machine import check_discovery_script
+    from course_lib.lessons.beyond_one_machine.checks import check_discovery_script
 
     (path,) = sorted((ROOT / "notebooks").glob("06_*.ipynb"))
     placeholder = next(c.source for c in _cells(path) if c.source.startswith('DISCOVERY = """')
@@ -865,7 +871,7 @@ NOTEBOOK_WRONG_RINGS = {
 
 
 def test_01_notebook_ring_solution_is_accepted(capsys: pytest.CaptureFixture[str]) -> None:
-    from course_lib.lessons.checks.data_parallelism import check_ring_allreduce
+    from course_lib.lessons.data_parallelism.checks import check_ring_allreduce
 
     assert check_ring_allreduce(_notebook_ring()) is True
     assert "correct" in capsys.readouterr().out
@@ -873,7 +879,7 @@ def test_01_notebook_ring_solution_is_accepted(capsys: pytest.CaptureFixture[str
 
 @pytest.mark.parametrize("name", sorted(NOTEBOOK_WRONG_RINGS))
 def test_01_notebook_ring_solution_broken_is_rejected(name: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from course_lib.lessons.checks.data_parallelism import check_ring_allreduce
+    from course_lib.lessons.data_parallelism.checks import check_ring_allreduce
 
     assert check_ring_allreduce(_notebook_ring(*NOTEBOOK_WRONG_RINGS[name])) is False
     assert "Hint:" in capsys.readouterr().out
@@ -924,7 +930,7 @@ def test_the_replica_step_check_refuses_a_one_replica_strategy_before_running_an
     without calling the learner's function (which would raise if it ran)."""
     from types import SimpleNamespace
 
-    from course_lib.lessons.checks.mirrored_strategy import check_replica_step
+    from course_lib.lessons.mirrored_strategy.checks import check_replica_step
 
     def step(*_args):
         raise AssertionError("the check ran the learner's step with one replica")

@@ -1,5 +1,5 @@
-"""Tests of course_lib.lessons.experiments: notebook 01's batch-size sweep, its interleaved rounds, and the
-sentences written from its verdict (issue 44: a sentence that states a measured effect follows from the verdict)."""
+"""Tests of course_lib.lessons.data_parallelism.experiments: notebook 01's batch-size sweep, its interleaved rounds,
+and the sentences written from its verdict (issue 44: a sentence that states a measured effect follows from the verdict)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_lib.lessons import experiments
-from course_lib.lessons.experiments import PairedRatio, round_order
+from course_lib.lessons.common.paired_runs import round_order
+from course_lib.lessons.data_parallelism import experiments
+from course_lib.lessons.data_parallelism.experiments import PairedRatio
 
 NOTEBOOK_01 = Path(__file__).resolve().parents[1] / "notebooks" / "01_data_parallelism.ipynb"
 

@@ -1,7 +1,7 @@
 """The recipe "Adding a notebook" (docs/extending.md) works: a throw-away notebook 99 is picked up everywhere.
 
 A scratch copy of the course (only what the recipe touches) gets ``notebooks/99_throwaway.ipynb`` made from
-``tools/notebook_template.ipynb`` the recipe's way: its exercise key in ``course_lib/lessons/checks/answers.py``, the
+``tools/notebook_template.ipynb`` the recipe's way: its exercise key in ``course_lib/lessons/common/answers.py``, the
 solution and wrong answers in ``instructor/solutions/answers.py``, executed by ``tools/maintainers/run_notebooks.py`` (with
 no argument: it must find the notebook by its name). Then strict nbval, the notebook lint tests and the exercise
 tests (run in the scratch copy with the course's own pytest settings), the site builder and the learner edition
@@ -36,7 +36,7 @@ IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
 
 # Recipe steps 3 and 4, as an author would write them for notebook 99 (anchor -> line inserted after it).
 EDITS = {
-    "course_lib/lessons/checks/answers.py": (
+    "course_lib/lessons/common/answers.py": (
         "EXERCISES: dict[str, Exercise] = {exercise.key: exercise for exercise in [\n",
         f'    Exercise("{KEY}", "Per-worker batch {{per_worker_batch}}, {{workers}} workers: images per step?",\n'
         '             {"per_worker_batch": 256, "workers": 2}, "integer", "per-worker batch x workers",\n'

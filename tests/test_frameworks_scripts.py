@@ -2,7 +2,7 @@
 
 The scripts run for real, small, in .venv-07 (the ``frameworks-venv`` component): a 2-rank DDP run through the
 course's launcher must end with identical digests and every image once; its checkpoint must resume exactly; the
-JAX run's two devices must hold identical weights. Each verdict of course_lib.lessons.frameworks is then fed
+JAX run's two devices must hold identical weights. Each verdict of course_lib.lessons.frameworks.frameworks is then fed
 made-up counts that must flip it.
 """
 
@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from course_lib.lessons import frameworks
-from course_lib.lessons.coverage import check_coverage
+from course_lib.lessons.common.coverage import check_coverage
+from course_lib.lessons.frameworks import frameworks
 from course_lib.runner import launch
 from course_lib.runner.runlog import RunResult
 from course_lib.training.consumption import ids_hash

@@ -1,10 +1,10 @@
-"""Tests of course_lib.lessons.knobs: per-epoch step samples, medians, and the "cannot tell" rule."""
+"""Tests of course_lib.lessons.communication.knobs: per-epoch step samples, medians, and the "cannot tell" rule."""
 
 from __future__ import annotations
 
 import pytest
 
-from course_lib.lessons import knobs
+from course_lib.lessons.communication import knobs
 
 
 def test_step_samples_leave_the_warmup_epoch_out():

@@ -1,4 +1,5 @@
-"""Tests of course_lib.lessons.ladder: a ladder's configurations and the changes derived from their flags."""
+"""Tests of course_lib.lessons.large_batch.ladder: a ladder's configurations and the changes derived from their
+flags."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import sys
 
 import pytest
 
-from course_lib.lessons import ladder
-from course_lib.lessons.ladder import Config
+from course_lib.lessons.large_batch import ladder
+from course_lib.lessons.large_batch.ladder import Config
 
 LADDER = [
     Config("baseline", {"--batch-size": 32, "--lr": 0.001}),
@@ -46,6 +47,6 @@ def test_changes_rejects_bad_ladders() -> None:
 
 
 def test_import_does_not_start_tensorflow() -> None:
-    code = "import sys, course_lib.lessons.ladder; print('tensorflow' in sys.modules)"
+    code = "import sys, course_lib.lessons.large_batch.ladder; print('tensorflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr

@@ -1,4 +1,5 @@
-"""Tests of course_lib.lessons.ladder_verdicts: paired differences over seeds and the rung verdicts of notebook 04."""
+"""Tests of course_lib.lessons.large_batch.ladder_verdicts: paired differences over seeds and the rung verdicts
+of notebook 04."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 
 import pytest
 
-from course_lib.lessons import ladder_verdicts
+from course_lib.lessons.large_batch import ladder_verdicts
 from tests.trial_records import trial, trials as _trials, TRIAL_LADDER
 
 
@@ -58,6 +59,6 @@ def test_a_run_without_the_test_set_is_compared_on_validation_only() -> None:
 
 
 def test_import_does_not_start_tensorflow() -> None:
-    code = "import sys, course_lib.lessons.ladder_verdicts; print('tensorflow' in sys.modules)"
+    code = "import sys, course_lib.lessons.large_batch.ladder_verdicts; print('tensorflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr

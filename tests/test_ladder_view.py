@@ -1,4 +1,4 @@
-"""Tests of course_lib.lessons.ladder_view: notebook 04's seed table and curves from synthetic trials."""
+"""Tests of course_lib.lessons.large_batch.ladder_view: notebook 04's seed table and curves from synthetic trials."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from course_lib.lessons import ladder_view
+from course_lib.lessons.large_batch import ladder_view
 from tests.trial_records import trials as _trials, TRIAL_LADDER
 
 
@@ -50,6 +50,6 @@ def test_plot_curves_has_two_panels() -> None:
 
 
 def test_import_does_not_start_tensorflow() -> None:
-    code = "import sys, course_lib.lessons.ladder_view; print('tensorflow' in sys.modules)"
+    code = "import sys, course_lib.lessons.large_batch.ladder_view; print('tensorflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr

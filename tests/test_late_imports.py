@@ -51,7 +51,7 @@ def test_every_late_import_says_why():
 
 def test_a_silent_late_import_fails(tmp_path):
     shutil.copytree(ROOT / "course_lib", tmp_path / "course_lib", ignore=shutil.ignore_patterns("__pycache__"))
-    path = tmp_path / "course_lib" / "lessons" / "scaling.py"
+    path = tmp_path / "course_lib" / "lessons" / "common" / "scaling.py"
     planted = "\n\ndef planted():\n    from course_lib.training import files\n"
     path.write_text(path.read_text(encoding="utf-8") + planted, encoding="utf-8")
     problems = late_import_problems(tmp_path)

@@ -157,7 +157,7 @@ def test_run_result_collects_events_and_blames_first_traceback():
     assert res.digests == {0: "ab", 1: "ab"}
     assert res.failure_tail(1) == (1, "RuntimeError: boom")
     assert res.lines_for_rank(None) == ["Process 0 exit with status code 1."]
-    from course_lib.lessons import scaling
+    from course_lib.lessons.common import scaling
 
     with pytest.raises(ValueError, match="--json"):
         scaling.to_record(res)

@@ -10,7 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_lib.lessons.checks.beyond_one_machine import summary
+from course_lib.lessons.beyond_one_machine.checks import summary
 
 ROOT = Path(__file__).resolve().parents[1]
 ALL_TRUE = {"same weights": True, "elastic": True, "lr ratio": math.sqrt(2), "mwms resumed": True}

@@ -8,10 +8,16 @@ directly or round a longer loop. ``tests/import_graph.py`` reads every import fo
 (``from package import module``, relative imports, ``import a.b.c``, imports inside functions,
 ``importlib.import_module("...")``), so no way of writing an import can hide a dependency; the tests at
 the end plant a cycle and an upward import of each form in a scratch copy and watch the checks fail.
+
+Inside ``lessons``, a notebook's topic is a package (``lessons/large_batch/`` for ``notebooks/04_large_batch.ipynb``)
+and a helper two notebooks use is in ``lessons/common/``: no topic imports another topic, ``common/`` imports no
+topic, and a notebook imports from ``lessons`` its own topic and ``common/`` only (:func:`topic_problems`).
 """
 
 from __future__ import annotations
 
+import ast
+import json
 import shutil
 from pathlib import Path
 
@@ -67,6 +73,76 @@ def script_problems(root: Path) -> list[str]:
     return problems
 
 
+LESSONS = f"{PACKAGE}.lessons"
+COMMON = "common"
+
+
+def _topic(module: str) -> str | None:
+    """The lessons package a module of the lessons layer sits in (``large_batch``, ``common``), or None."""
+    parts = module.split(".")
+    return parts[2] if module.startswith(LESSONS + ".") and len(parts) > 2 else None
+
+
+def _notebook_topics(root: Path) -> dict[str, Path]:
+    return {path.stem.split("_", 1)[1]: path for path in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb"))}
+
+
+def _notebook_imports(path: Path) -> list[tuple[str, int]]:
+    """The modules a notebook's code cells import (``from m import n`` gives ``m`` and ``m.n``), with the cell."""
+    found = []
+    for index, cell in enumerate(json.loads(path.read_text(encoding="utf-8"))["cells"]):
+        if cell["cell_type"] != "code":
+            continue
+        source = "".join(cell["source"])
+        try:
+            kept = [line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))]
+            tree = ast.parse("\n".join(kept))
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found += [(alias.name, index) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                found += [(f"{node.module}.{alias.name}", index) for alias in node.names]
+    return found
+
+
+def topic_problems(root: Path) -> list[str]:
+    """What breaks "one package per notebook topic" in ``root``: a lessons module outside a topic or ``common/``,
+    a package named by no notebook, a topic importing another topic, ``common/`` importing a topic, a notebook
+    importing another notebook's topic."""
+    topics = _notebook_topics(root)
+    lessons = root / PACKAGE / "lessons"
+    problems = [f"lessons/{path.name}: a lessons module sits in a topic package or in common/"
+                for path in sorted(lessons.glob("*.py")) if path.name != "__init__.py"]
+    problems += [f"lessons/{path.name}/ is named by no notebook (notebooks/NN_{path.name}.ipynb) and is not common/"
+                 for path in sorted(lessons.iterdir())
+                 if path.is_dir() and path.name not in {*topics, COMMON, "__pycache__"}]
+    edges, _ = graph(root, PACKAGE)
+    for source, found in edges.items():
+        own = _topic(source)
+        if own is None:
+            continue
+        for edge in found:
+            target = _topic(edge.target)
+            if edge.target == LESSONS:
+                problems.append(f"{source}:{edge.line} imports {LESSONS}: import from a topic or common/")
+            elif target is None or target == own or target == COMMON and own != COMMON:
+                continue
+            elif own == COMMON:
+                problems.append(f"{source}:{edge.line} imports {edge.target}: common/ imports no topic")
+            else:
+                problems.append(f"{source}:{edge.line} imports {edge.target}: a topic imports no other topic "
+                                f"(move what both use to common/)")
+    for topic, path in topics.items():
+        for name, cell in _notebook_imports(path):
+            target = _topic(name)
+            if name.startswith(LESSONS) and target not in {topic, COMMON}:
+                problems.append(f"{path.name} (cell {cell}) imports {name}: a notebook imports its own topic "
+                                f"({LESSONS}.{topic}) and common/ only")
+    return problems
+
+
 def test_every_module_sits_in_a_layer() -> None:
     package = ROOT / PACKAGE
     top = sorted(p.name for p in package.glob("*.py"))
@@ -80,6 +156,10 @@ def test_imports_go_one_way() -> None:
 
 def test_no_import_cycles_between_modules() -> None:
     assert import_cycle(ROOT) is None
+
+
+def test_one_package_per_notebook_topic_and_no_topic_imports_another() -> None:
+    assert topic_problems(ROOT) == []
 
 
 def test_scripts_import_only_the_training_layer() -> None:
@@ -182,7 +262,8 @@ def test_an_import_the_check_cannot_read_fails(tmp_path: Path, line: str) -> Non
     assert len(problems) == 1 and "course_lib.training.epochs:" in problems[0], problems
 
 
-@pytest.mark.parametrize("line", ["from course_lib.runner import launch\n", "import course_lib.lessons.scaling\n",
+@pytest.mark.parametrize("line", ["from course_lib.runner import launch\n",
+                                  "import course_lib.lessons.common.scaling\n",
                                   "def main():\n    from course_lib import environment\n"])
 def test_a_script_reaching_past_the_training_layer_fails(tmp_path: Path, line: str) -> None:
     root = _scratch(tmp_path)
@@ -199,3 +280,52 @@ def test_siblings_do_not_import_each_other(tmp_path: Path) -> None:
     (root / PACKAGE / "lessons" / "bad.py").write_text("from course_lib.environment import doctor\n")
     problems = wrong_way_imports(root)
     assert len(problems) == 2 and all("may import only" in p for p in problems), problems
+
+
+def _scratch_with_notebooks(tmp_path: Path) -> Path:
+    root = _scratch(tmp_path)
+    (root / "notebooks").mkdir()
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        shutil.copy(path, root / "notebooks" / path.name)
+    return root
+
+
+def test_the_scratch_copy_keeps_the_topic_rule(tmp_path: Path) -> None:
+    assert topic_problems(_scratch_with_notebooks(tmp_path)) == []
+
+
+@pytest.mark.parametrize(("planted", "line", "expected"), [
+    ("large_batch/ladder.py", "from course_lib.lessons.communication import knobs\n",
+     "imports course_lib.lessons.communication.knobs: a topic imports no other topic"),
+    ("large_batch/ladder.py", "def planted():\n    from ..horovod.widgets import ControlPanel\n",
+     "imports course_lib.lessons.horovod.widgets: a topic imports no other topic"),
+    ("common/measured.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                           "    from course_lib.lessons.large_batch import trials\n",
+     "imports course_lib.lessons.large_batch.trials: common/ imports no topic"),
+    ("common/display.py", "import course_lib.lessons.frameworks.frameworks\n",
+     "imports course_lib.lessons.frameworks.frameworks: common/ imports no topic"),
+], ids=["topic to topic", "topic to topic, lazy and relative", "common to topic, TYPE_CHECKING",
+        "common to topic, import a.b.c"])
+def test_a_planted_import_across_topics_fails(tmp_path: Path, planted: str, line: str, expected: str) -> None:
+    root = _scratch_with_notebooks(tmp_path)
+    _append(root / PACKAGE / "lessons" / planted, line)
+    problems = topic_problems(root)
+    assert len(problems) == 1 and expected in problems[0], problems
+
+
+def test_a_module_outside_the_topics_or_a_notebook_reaching_across_fails(tmp_path: Path) -> None:
+    root = _scratch_with_notebooks(tmp_path)
+    (root / PACKAGE / "lessons" / "loose.py").write_text('"""A helper of no topic."""\n')
+    (root / PACKAGE / "lessons" / "sharding").mkdir()
+    (root / PACKAGE / "lessons" / "sharding" / "__init__.py").write_text('"""A topic of no notebook."""\n')
+    notebook = root / "notebooks" / "04_large_batch.ipynb"
+    nb = json.loads(notebook.read_text(encoding="utf-8"))
+    nb["cells"].append({"cell_type": "code", "execution_count": None, "id": "planted", "metadata": {}, "outputs": [],
+                        "source": ["from course_lib.lessons.communication import knobs\n"]})
+    notebook.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    problems = topic_problems(root)
+    assert len(problems) == 3, problems
+    assert any("lessons/loose.py: a lessons module sits in a topic package" in p for p in problems), problems
+    assert any("lessons/sharding/ is named by no notebook" in p for p in problems), problems
+    assert any(p.startswith("04_large_batch.ipynb (cell ") and "imports course_lib.lessons.communication.knobs"
+               in p for p in problems), problems

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.lessons.checks import large_batch
-from course_lib.lessons.checks.large_batch import check_lr_schedule
+from course_lib.lessons.large_batch import checks as large_batch
+from course_lib.lessons.large_batch.checks import check_lr_schedule
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION_FILE = ROOT / "instructor" / "solutions" / "lr_schedule.py"

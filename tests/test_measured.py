@@ -1,4 +1,4 @@
-"""Tests of course_lib.lessons.measured: masked forms and verdicts that can come out False."""
+"""Tests of course_lib.lessons.common.measured: masked forms and verdicts that can come out False."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from course_lib.lessons import measured
+from course_lib.lessons.common import measured
 from tests.test_sanitize import sanitize
 
 
@@ -81,7 +81,7 @@ def test_no_lessons_module_words_a_verdict_by_itself():
     lessons = Path(measured.__file__).parent
     tables = {str(p.relative_to(lessons)): lines for p in sorted(lessons.rglob("*.py"))
               if (lines := verdict_tables(p.read_text(encoding="utf-8")))}
-    assert tables == {}, f"word these verdicts with course_lib.lessons.measured.in_words: {tables}"
+    assert tables == {}, f"word these verdicts with course_lib.lessons.common.measured.in_words: {tables}"
     planted = 'said = {True: "faster", False: "slower", None: "cannot tell"}[v]\nx = {"True": 1, "False": 2, "cannot tell": 3}'
     assert verdict_tables(planted) == [1, 2]
     assert verdict_tables('said = {True: "faster", False: "slower"}[v]') == []

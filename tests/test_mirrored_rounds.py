@@ -1,5 +1,5 @@
-"""Tests of course_lib.lessons.mirrored_rounds: notebook 02's paired scaling table (the interval the verdict uses is the
-one tabulated and plotted, review E-8) and the sentences written from its verdicts (issue 44 item 3)."""
+"""Tests of course_lib.lessons.mirrored_strategy.mirrored_rounds: notebook 02's paired scaling table (the interval
+the verdict uses is the one tabulated and plotted, review E-8) and the sentences written from its verdicts (issue 44 item 3)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import nbformat
 import numpy as np
 import pytest
 
-from course_lib.lessons import mirrored_rounds, scaling
-from course_lib.lessons.scaling import MixedScalingError, RunRecord
+from course_lib.lessons.common import scaling
+from course_lib.lessons.common.scaling import MixedScalingError, RunRecord
+from course_lib.lessons.mirrored_strategy import mirrored_rounds
 from course_lib.training.stats import mean_ci95
 
 NOTEBOOK_02 = Path(__file__).resolve().parents[1] / "notebooks" / "02_mirrored_strategy.ipynb"

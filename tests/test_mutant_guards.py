@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from course_lib.lessons import concepts
-from course_lib.lessons.checks.answers import Exercise
+from course_lib.lessons.common.answers import Exercise
+from course_lib.lessons.data_parallelism import concepts
 
 
 # ---------------------------------------------------------------- staleness (concepts.synchronous_vs_asynchronous)

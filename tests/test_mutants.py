@@ -42,7 +42,7 @@ def test_the_near_miss_checker_mutant_is_killed_and_the_unmutated_copy_passes() 
     result = mutants.run_mutant(by_name["checker_near_miss"], timeout=600)
     assert result["killed"], result
     # the control: the same machinery with a no-op "mutant" passes, so the kill is the mutant's doing
-    noop = mutants.Mutant("noop", "", "course_lib/lessons/checks/answers.py", "def _close(", "def _close(",
+    noop = mutants.Mutant("noop", "", "course_lib/lessons/common/answers.py", "def _close(", "def _close(",
                           ("tests/test_mutant_guards.py",))
     control = mutants.run_mutant(noop, timeout=600)
     assert not control["killed"], control

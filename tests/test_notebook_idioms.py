@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from course_lib.lessons import concepts
+from course_lib.lessons.data_parallelism import concepts
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 

@@ -79,7 +79,7 @@ def test_notebook_follows_the_skeleton(path: Path) -> None:
                  if cell.cell_type == "markdown" and cell.source.startswith("## Exercises"))
     self_checks = [cell for cell in nb.cells[start:]
                    if cell.cell_type == "code" and re.search(r"\bcheck\w*\(", cell.source)]
-    assert self_checks, "each exercise needs a self-check cell (answers.check or a check_... of course_lib.lessons.checks)"
+    assert self_checks, "each exercise needs a self-check cell (answers.check or a check_... of its topic's checks)"
 
 
 FIGURE_TEXT = re.compile(r"<(?:matplotlib\.figure\.)?Figure[ :]")
@@ -106,7 +106,7 @@ def figures_without_images(nb: nbformat.NotebookNode) -> list[int]:
 def test_every_figure_is_an_image(path: Path) -> None:
     bad = figures_without_images(nbformat.read(path, as_version=4))
     assert not bad, (f"cells {bad} make a figure but their output holds no image/png (only its text "
-                     "'<Figure size ...>'): display it with course_lib.lessons.display.show_figure(fig) "
+                     "'<Figure size ...>'): display it with course_lib.lessons.common.display.show_figure(fig) "
                      "or plt.show(), then re-execute the notebook")
 
 

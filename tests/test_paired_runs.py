@@ -1,4 +1,4 @@
-"""Tests of course_lib.lessons.paired_runs: runs compared in alternating rounds, epoch paired with epoch."""
+"""Tests of course_lib.lessons.common.paired_runs: runs compared in alternating rounds, epoch paired with epoch."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from course_lib.lessons import paired_runs, scaling
-from course_lib.lessons.paired_runs import Paired, paired_ratio, paired_scaling_table, speed_sentence, timed_rates
+from course_lib.lessons.common import paired_runs, scaling
+from course_lib.lessons.common.paired_runs import (Paired, paired_ratio, paired_scaling_table, speed_sentence,
+                                                  timed_rates)
 from course_lib.training.stats import mean_ci95
 
 

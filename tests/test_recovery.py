@@ -1,5 +1,5 @@
-"""course_lib.lessons.recovery: notebook 04's question (the fraction of the naive loss the recipe recovers), its
-verdict words and summary sentence (which a test here flips), and the seeds its design asks for."""
+"""course_lib.lessons.large_batch.recovery: notebook 04's question (the fraction of the naive loss the recipe
+recovers), its verdict words and summary sentence (which a test here flips), and the seeds its design asks for."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from course_lib.lessons import recovery
-from course_lib.lessons.trials import Trial
+from course_lib.lessons.large_batch import recovery
+from course_lib.lessons.large_batch.trials import Trial
 from course_lib.training.stats import mean_ci95
 from tests.trial_records import trial
 
@@ -131,6 +131,6 @@ def test_the_plan_refuses_a_pilot_that_cannot_size_it() -> None:
 
 
 def test_import_does_not_start_tensorflow() -> None:
-    code = "import sys, course_lib.lessons.recovery; print('tensorflow' in sys.modules)"
+    code = "import sys, course_lib.lessons.large_batch.recovery; print('tensorflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr

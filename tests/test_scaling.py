@@ -1,4 +1,4 @@
-"""Tests of course_lib.lessons.scaling: table arithmetic, modes, persistence, plot."""
+"""Tests of course_lib.lessons.common.scaling: table arithmetic, modes, persistence, plot."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from course_lib.lessons import scaling
-from course_lib.lessons.scaling import RunRecord
+from course_lib.lessons.common import scaling
+from course_lib.lessons.common.scaling import RunRecord
 
 
 def weak_records():
@@ -137,7 +137,7 @@ def test_plot_draws_the_intervals_and_a_measured_ceiling() -> None:
 @pytest.mark.parametrize("two_replicas, expected", [(2400.0, "True"), (1000.0, "False"), (1650.0, "cannot tell")])
 def test_notebook_02_strong_scaling_verdict_can_go_each_way(two_replicas, expected) -> None:
     """02's verdict: 2 replicas against one device with the same global batch (the measured ceiling)."""
-    from course_lib.lessons import measured
+    from course_lib.lessons.common import measured
 
     ceiling = RunRecord(1, 128, 128, 1600.0, extra={"images_per_sec_ci95": 80.0})
     two = RunRecord(2, 64, 128, two_replicas, extra={"images_per_sec_ci95": 80.0})

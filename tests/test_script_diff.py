@@ -1,4 +1,4 @@
-"""The diffs the notebooks print (course_lib/lessons/script_diff.py), and the scripts they are printed from.
+"""The diffs the notebooks print (course_lib/lessons/common/script_diff.py), and the scripts they are printed from.
 
 Notebook 06 prints ``keras_fmnist.py`` → ``mwms_fmnist.py`` and ``horovod_fmnist_minimal.py`` →
 ``horovod_fmnist_elastic.py`` with the lines marked ``# Course`` left out (counted). These tests hold the scripts to
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.lessons import script_diff
+from course_lib.lessons.common import script_diff
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "source_code"

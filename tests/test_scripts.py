@@ -267,7 +267,7 @@ def test_training_learns(reference: dict) -> None:
 @pytest.mark.slow
 def test_ranks_consume_every_training_image_once(reference: dict) -> None:
     """From the ids each rank's pipeline handed to its model: disjoint shards covering the set."""
-    from course_lib.lessons.coverage import check_coverage
+    from course_lib.lessons.common.coverage import check_coverage
 
     consumed = _of(reference["events"], "consumed")
     assert sorted((e["rank"], e["epoch"]) for e in consumed) == [(0, 1), (0, 2), (1, 1), (1, 2)]
@@ -324,7 +324,7 @@ def test_kill_and_resume_reproduces_uninterrupted_run(reference: dict, interrupt
     final = {e["rank"]: e["digest"] for e in _of(events, "digest")}
     expected = _of(reference["events"], "digest")[0]["digest"]
     assert final == {0: expected, 1: expected}
-    from course_lib.lessons.coverage import check_coverage
+    from course_lib.lessons.common.coverage import check_coverage
 
     coverage = check_coverage(events)  # the resumed epoch only
     assert coverage.ok and coverage.epochs == [2], coverage.problems
@@ -348,7 +348,7 @@ def test_resume_on_one_worker(reference: dict, tmp_path: Path) -> None:
     assert config["steps_per_epoch"] == math.ceil(TRAIN / BATCH) == 16
     (epoch,) = _of(events, "epoch")
     assert epoch["epoch"] == 3 and epoch["steps"] == 16 and epoch["samples"] == TRAIN
-    from course_lib.lessons.coverage import check_coverage
+    from course_lib.lessons.common.coverage import check_coverage
 
     coverage = check_coverage(events)  # one worker reads the whole set
     assert coverage.ok and coverage.readers == 1 and coverage.epochs == [3], coverage.problems
@@ -497,7 +497,7 @@ def test_mirrored_two_devices(mirrored: dict) -> None:
     assert result["strategy"] == "mirrored" and result["workers"] == 2
     assert result["test_accuracy"] >= MIRRORED_MIN_ACCURACY, result  # ... well above chance
     assert len(_of(events, "digest")) == 1
-    from course_lib.lessons.coverage import check_coverage
+    from course_lib.lessons.common.coverage import check_coverage
 
     coverage = check_coverage(events)  # one reader feeds both replicas
     assert coverage.ok and coverage.readers == 1 and coverage.epochs == [1, 2], coverage.problems
@@ -519,7 +519,7 @@ def test_mirrored_ceiling_trains_both_in_turn(mirrored: dict) -> None:
     assert results["ceiling"]["workers"] == 1 and results["mirrored"]["workers"] == 2
     assert all(r["images_per_sec"] > 0 and r["test_accuracy"] >= MIRRORED_MIN_ACCURACY for r in results.values()), results
     assert {e["run"] for e in _of(events, "digest")} == {"ceiling", "mirrored"}
-    from course_lib.lessons.coverage import check_coverage
+    from course_lib.lessons.common.coverage import check_coverage
 
     for run in ("ceiling", "mirrored"):  # each run's own ids (notebook 07's every-image-once check), named
         own = [e for e in events if e.get("run") == run]

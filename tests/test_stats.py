@@ -61,10 +61,12 @@ def test_scaling_efficiency_and_its_interval():
 
 
 #: (file, function) of every verdict; each must call the owner and compare no interval end itself.
-VERDICTS = [("course_lib/lessons/measured.py", "at_least"), ("course_lib/lessons/ladder_verdicts.py", "decide"),
-            ("course_lib/lessons/ladder_verdicts.py", "ladder_table"), ("course_lib/lessons/knobs.py", "compare"),
-            ("course_lib/lessons/widgets.py", "superlinear_notes"), ("benchmarks/stats.py", "goal_verdict"),
-            ("course_lib/lessons/recovery.py", "recovery_word")]
+VERDICTS = [("course_lib/lessons/common/measured.py", "at_least"),
+            ("course_lib/lessons/large_batch/ladder_verdicts.py", "decide"),
+            ("course_lib/lessons/large_batch/ladder_verdicts.py", "ladder_table"),
+            ("course_lib/lessons/communication/knobs.py", "compare"),
+            ("course_lib/lessons/horovod/widgets.py", "superlinear_notes"), ("benchmarks/stats.py", "goal_verdict"),
+            ("course_lib/lessons/large_batch/recovery.py", "recovery_word")]
 OWNERS = {"interval_verdict", "ci_verdict"}
 
 
@@ -98,7 +100,7 @@ def test_a_verdict_deciding_by_itself_fails(tmp_path):
     for file, _ in VERDICTS:
         (tmp_path / file).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / file).write_text((ROOT / file).read_text(encoding="utf-8"), encoding="utf-8")
-    knobs = tmp_path / "course_lib/lessons/knobs.py"
+    knobs = tmp_path / "course_lib/lessons/communication/knobs.py"
     text = knobs.read_text(encoding="utf-8")
     planted = text.replace("slower = interval_verdict(min(variant) - max(baseline), max(variant) - min(baseline), 0.0)",
                            "slower = True if min(variant) > max(baseline) else None")

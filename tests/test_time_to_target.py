@@ -1,4 +1,4 @@
-"""Tests of course_lib.lessons.time_to_target (synthetic trials, exact arithmetic)."""
+"""Tests of course_lib.lessons.large_batch.time_to_target (synthetic trials, exact arithmetic)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from course_lib.lessons import time_to_target
-from course_lib.lessons.trials import Trial
+from course_lib.lessons.large_batch import time_to_target
+from course_lib.lessons.large_batch.trials import Trial
 from tests.trial_records import trial, trials as _trials
 
 
@@ -78,6 +78,6 @@ def test_paired_speed_ratio_pairs_each_round() -> None:
 
 
 def test_import_does_not_start_tensorflow() -> None:
-    code = "import sys, course_lib.lessons.time_to_target; print('tensorflow' in sys.modules)"
+    code = "import sys, course_lib.lessons.large_batch.time_to_target; print('tensorflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr

@@ -1,4 +1,4 @@
-"""Tests of course_lib.lessons.timeline on real Horovod timelines and on exact synthetic traces.
+"""Tests of course_lib.lessons.communication.timeline on real Horovod timelines and on exact synthetic traces.
 
 Fixtures (recorded on the course machine with horovod 0.28.1, Gloo, 2 workers):
 
@@ -22,8 +22,8 @@ import pytest
 
 matplotlib.use("Agg")
 
-from course_lib.lessons import timeline  # noqa: E402
-from course_lib.lessons.timeline import TimelineError  # noqa: E402
+from course_lib.lessons.communication import timeline  # noqa: E402
+from course_lib.lessons.communication.timeline import TimelineError  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REAL = FIXTURES / "horovod_timeline.json"

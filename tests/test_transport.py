@@ -1,4 +1,4 @@
-"""Tests of course_lib.lessons.transport: figures with intervals, the limit, and the per-byte verdicts."""
+"""Tests of course_lib.lessons.communication.transport: figures with intervals, the limit, and the per-byte verdicts."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from course_lib.lessons import transport
-from course_lib.lessons.transport import Figure
+from course_lib.lessons.communication import transport
+from course_lib.lessons.communication.transport import Figure
 
 MIB = 2 ** 20
 

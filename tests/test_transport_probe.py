@@ -11,7 +11,7 @@ import numpy as np
 import psutil
 import pytest
 
-from course_lib.lessons import transport
+from course_lib.lessons.communication import transport
 from course_lib.runner.launch import run_horovod
 from flag_runs import run_flag_sets
 

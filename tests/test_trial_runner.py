@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from course_lib.lessons import trials
+from course_lib.lessons.large_batch import trials
 
 SGD = {"optimizer": "sgd", "base_lr": 0.01, "base_batch": 16, "batch": 16}
 

@@ -1,4 +1,4 @@
-"""Tests of course_lib.lessons.trials: what one in-process run of notebook 04 records (a short real run)."""
+"""Tests of course_lib.lessons.large_batch.trials: what one in-process run of notebook 04 records (a short real run)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ def test_train_trial_records_losses_epoch_times_and_can_skip_the_test_set() -> N
     """A tuning run (test=False) never evaluates the test set; every run records what 04 reads."""
     import numpy as np
 
-    from course_lib.lessons import trials
+    from course_lib.lessons.large_batch import trials
 
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, size=(96, 28, 28), dtype=np.uint8)
@@ -41,7 +41,7 @@ def test_train_trial_tests_with_the_predict_of_the_checks() -> None:
     it gives exactly the last check's accuracy, and the loss is the mean cross-entropy of the logits."""
     import numpy as np
 
-    from course_lib.lessons import trials
+    from course_lib.lessons.large_batch import trials
 
     rng = np.random.default_rng(1)
     images = rng.integers(0, 256, size=(96, 28, 28), dtype=np.uint8)

@@ -1,4 +1,4 @@
-"""Tests of course_lib.lessons.widgets.ControlPanel, headless (no browser, no kernel).
+"""Tests of course_lib.lessons.horovod.widgets.ControlPanel, headless (no browser, no kernel).
 
 One real 1-worker horovodrun launch of a script that prints the JSON lines of a 2-epoch run
 (``scripts/json_hvd.py``: no TensorFlow, so no training to wait for; real Horovod training under
@@ -17,9 +17,9 @@ import ipywidgets as w
 import pytest
 from procscan import processes_with
 
-from course_lib.lessons import scaling
+from course_lib.lessons.common import scaling
+from course_lib.lessons.horovod.widgets import ControlPanel, default_script
 from course_lib.runner.launch import LaunchError
-from course_lib.lessons.widgets import ControlPanel, default_script
 
 SCRIPTS = Path(__file__).parent / "scripts"
 needs_horovod = pytest.mark.requires("horovodrun")  # missing: a failure with the remedy (tests/conftest.py)
@@ -131,7 +131,7 @@ def fake_result(workers: int, images_per_sec: float, warmups: list[bool]):
 
 
 def test_warmup_only_runs_are_recognised():
-    from course_lib.lessons.widgets import warmup_only
+    from course_lib.lessons.horovod.widgets import warmup_only
 
     assert warmup_only(fake_result(1, 100.0, [True]))
     assert not warmup_only(fake_result(1, 100.0, [True, False]))
@@ -156,7 +156,7 @@ def test_one_epoch_runs_give_no_efficiency(monkeypatch, private_slots):
 
 
 def test_super_linear_efficiency_is_flagged_with_its_likely_cause(monkeypatch, private_slots):
-    from course_lib.lessons.widgets import superlinear_notes
+    from course_lib.lessons.horovod.widgets import superlinear_notes
 
     two_cores(monkeypatch)
     panel = ControlPanel(SCRIPTS / "sleep_hvd.py")

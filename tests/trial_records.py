@@ -1,13 +1,13 @@
-"""Trial records for the tests of notebook 04's modules: a real :class:`~course_lib.lessons.trials.Trial` in which
-a test sets only the fields it is about."""
+"""Trial records for the tests of notebook 04's modules: a real
+:class:`~course_lib.lessons.large_batch.trials.Trial` in which a test sets only the fields it is about."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from typing import Any
 
-from course_lib.lessons.ladder import Config
-from course_lib.lessons.trials import Trial
+from course_lib.lessons.large_batch.ladder import Config
+from course_lib.lessons.large_batch.trials import Trial
 
 TEMPLATE = Trial(seed=0, epochs=2, updates=24, val_curve=((12, 0.5), (24, 0.5)), val_accuracy=0.5,
                  loss_curve=(1.0, 1.0), epoch_s=(1.0, 1.0), test_accuracy=0.5, test_loss=0.5, lr=0.01, train_s=2.0)

@@ -38,7 +38,7 @@ inspector or with ``jupyter nbconvert``; nbgrader's markers are understood too):
 Where the answers are, and why the learner edition cannot read them: a notebook's worked solution is a
 ``solution`` cell, left out of the learner copy (with ``instructor/`` and ``tests/``, which hold the rest).
 The learner's ``course_lib`` holds no answer value: the self-checks compute what they compare with from the
-learner's own code or run (the notebooks' modules of ``lessons.checks``) or with
+learner's own code or run (each notebook topic's ``lessons.<topic>.checks``) or with
 the course's functions, and word answers are salted digests. We chose leaving solutions out over hashing every
 answer: a hash of a small integer or of a rounded real is found by trying them all, so it hides nothing, and a
 hash cannot accept "within 0.1 %"; a check that runs the learner's code has no single value to hide. ``tests/test_student.py`` checks the tool on a

@@ -18,7 +18,7 @@ core; the script reads its share, and so its threads, from ``$COURSE_GRANT``
 (:func:`course_lib.training.machine.placement.worker_share`). Every run is started under
 :mod:`course_lib.runner.watchdog`, so it ends within seconds of its caller's death.
 
-Stopping from another thread (the Stop button of :mod:`course_lib.lessons.widgets`): pass a
+Stopping from another thread (the Stop button of :mod:`course_lib.lessons.horovod.widgets`): pass a
 ``threading.Event`` as ``stop_event`` and set it; the call then cleans up and raises
 :class:`RunStoppedError`. Progress hooks: ``on_event(dict)`` is called for every JSON event.
 

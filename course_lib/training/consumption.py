@@ -6,7 +6,7 @@ every batch the model pulls and keeps, per epoch, the ids it trained on. :func:`
 turns a set of ids into a few numbers a rank can print as the ``consumed`` JSON line
 (docs/architecture.md): ``count``, ``unique``, ``ids_sum`` and ``ids_hash``, the sum modulo
 2**64 of a 64-bit mix of each id. The hash is order-free, so the union of disjoint shards hashes
-to the sum of their hashes: ``course_lib.lessons.coverage`` checks from these numbers alone that
+to the sum of their hashes: ``course_lib.lessons.common.coverage`` checks from these numbers alone that
 the shards are disjoint and cover the training set exactly.
 
 This module is TF-free (numpy only).

@@ -6,7 +6,7 @@ benchmarks): :func:`interval_verdict` puts an interval ``[low, high]`` against a
 ``True`` (the whole interval lies above it), ``False`` (the whole interval lies below it) or ``None``,
 "cannot tell" (the interval contains it). The interval is a measured value ± the half-width of its
 95 % interval (:func:`ci_verdict`), the min–max spread of repeats (``benchmarks/stats.goal_verdict``),
-or the range of the differences between two sets of samples (``lessons.knobs.compare``: every sample
+or the range of the differences between two sets of samples (``lessons.communication.knobs.compare``: every sample
 of one below every sample of the other). Callers choose only the words: ``True``/``False``,
 ``above``/``below``, ``better``/``worse``, ``faster``/``slower``, ``met``/``NOT met``.
 

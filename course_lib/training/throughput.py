@@ -14,7 +14,7 @@ epoch in which the process got far fewer cores than it should (other load, or a 
 cores idle, like the one in benchmarks/README.md, "The factor-of-two mode") is flagged ``disturbed``
 (summary and epoch event) and, with ``exclude_disturbed=True``, left out of the mean;
 notebook 01's batch-size sweep re-runs a whole round of its batch sizes when one of its epochs kept far fewer
-cores than the run's best (:func:`below_peak_cpu`; course_lib.lessons.experiments).
+cores than the run's best (:func:`below_peak_cpu`; course_lib.lessons.data_parallelism.experiments).
 
 Introduced in notebooks/02_mirrored_strategy.ipynb.
 """

@@ -1,6 +1,6 @@
 """Instructor solutions to the notebooks' exercises, with the working.
 
-Keys match ``course_lib.lessons.checks.answers.EXERCISES``; ``tests/test_exercises.py`` checks every one of them
+Keys match ``course_lib.lessons.common.answers.EXERCISES``; ``tests/test_exercises.py`` checks every one of them
 against the self-check cells' checker.
 """
 
@@ -34,7 +34,7 @@ CODING = {
     # 02_mirrored_strategy: replica_step below.
     "02.replica_step": "instructor/solutions/answers.py::replica_step",
     # 04_large_batch: my_learning_rate (linear scaling + warm-up), checked by
-    # course_lib.lessons.checks.large_batch.check_lr_schedule.
+    # course_lib.lessons.large_batch.checks.check_lr_schedule.
     "04.lr_schedule": "instructor/solutions/lr_schedule.py::learning_rate",
 }
 

@@ -1,6 +1,6 @@
 """Instructor solution to notebook 04's coding exercise (``04.lr_schedule``): linear scaling + warm-up.
 
-``tests/test_lr_schedule_check.py`` proves that ``course_lib.lessons.checks.large_batch.check_lr_schedule``
+``tests/test_lr_schedule_check.py`` proves that ``course_lib.lessons.large_batch.checks.check_lr_schedule``
 accepts it and rejects typical wrong versions.
 """
 

@@ -65,7 +65,7 @@ def test_setup_notebook_runs_all_cells_in_the_lab(open_notebook, lab) -> None:
 
 # -- 03_horovod: the control panel ------------------------------------------------------------------
 class Panel:
-    """The ``course_lib.lessons.widgets.ControlPanel`` of one cell, found in the DOM by its widgets' labels."""
+    """The ``course_lib.lessons.horovod.widgets.ControlPanel`` of one cell, found in the DOM by its widgets' labels."""
 
     def __init__(self, nb: NotebookPage, cell_index: int) -> None:
         page = nb.page
@@ -147,7 +147,7 @@ def small_panel_data(notebook: Path) -> None:
 
 
 def _script_words() -> list[str]:
-    from course_lib.lessons.widgets import default_script
+    from course_lib.lessons.horovod.widgets import default_script
 
     return ["horovodrun", default_script().name]
 

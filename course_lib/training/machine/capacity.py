@@ -3,7 +3,7 @@
 :func:`machine_capacity` is the ONE owner of "slots": a slot is one concrete CPU core (its id) or one
 GPU (its index), ``$COURSE_SLOTS`` keeps only the first N of them, and every caller asks it: the lessons'
 plans (:func:`plan_workers`), the launcher and its machine-wide slot files (:mod:`course_lib.runner.slots`),
-the control panel (:mod:`course_lib.lessons.widgets`) and the multi-worker runs. Each decision is a
+the control panel (:mod:`course_lib.lessons.horovod.widgets`) and the multi-worker runs. Each decision is a
 function of counts, so it is tested for any machine shape (tests/test_capacity.py: 0, 1, 2 and 8 GPUs,
 ``$COURSE_SLOTS``, a cpuset smaller than the core count). Nothing here imports TensorFlow.
 

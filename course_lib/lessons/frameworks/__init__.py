@@ -1,0 +1,1 @@
+"""Notebook 07's topic (``notebooks/07_frameworks.ipynb``): one job four ways, its rows and verdicts."""
