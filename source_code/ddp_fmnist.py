@@ -3,8 +3,11 @@
 Description: ``torch_fmnist.py`` (one process, no distribution) plus the five DDP changes, numbered
 ``DDP (k/5)``; every line that is there because of DDP says ``# DDP``. Same model shape, same data order as
 the course (each epoch one permutation drawn from (seed, epoch); rank r takes positions r, r + W, ...:
-PyTorch's ``DistributedSampler`` policy), same per-worker batch, Adam with its rate scaled by the square root
-of the workers. Gloo on CPU, NCCL when every rank has a GPU. Needs torch and NumPy, the course's
+PyTorch's ``DistributedSampler`` policy), same per-worker batch, Adam; ``--scale-lr`` scales its rate by the
+square root of the workers, the course's rule for Adam (``course_lib.training.schedules.scaled_lr``, the function
+every course script's ``--scale-lr`` calls). Gloo on the CPU; NCCL when CUDA is available, with the model and
+every batch on the rank's GPU (``LOCAL_RANK``), as PyTorch's own DDP examples do: untested on a GPU (the course's
+machines have none; tests/test_frameworks_scripts.py fakes the device choice). Needs torch and NumPy, the course's
 ``course_lib.training`` (NumPy only) and the Fashion-MNIST files (``sudo apt-get install
 dataset-fashion-mnist`` or ``COURSE_DATA_DIR``); no TensorFlow. Notebook 07 runs it from ``.venv-07``.
 
@@ -37,15 +40,19 @@ from torch.nn.parallel import DistributedDataParallel as DDP  # DDP
 from course_lib.training.consumption import summarize_ids  # Course: the ids each rank trained on
 from course_lib.training.idx_arrays import load_idx_arrays
 from course_lib.training.pipeline import epoch_indices, shard_padding
+from course_lib.training.schedules import scaled_lr  # Course: the learning-rate rule of every course script
 from course_lib.training.machine.placement import worker_share  # Course: this worker's granted cores
 
 
-def parse_args():
+def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--epochs", type=int, default=3, help="passes over the training set")
     parser.add_argument("--batch-size", type=int, default=64, help="images per step PER WORKER")
-    parser.add_argument("--lr", type=float, default=1e-3, help="Adam's learning rate per worker")
+    parser.add_argument("--lr", type=float, default=1e-3, help="Adam's learning rate per worker (before --scale-lr)")
+    parser.add_argument("--scale-lr", action="store_true",
+                        help="scale the learning rate with the number of workers N by the course's rule for Adam: "
+                        "x sqrt(N) (course_lib.training.schedules.scaled_lr; notebooks 03 and 04)")
     parser.add_argument("--train-subset", type=int, default=60000, help="first N training images")
     parser.add_argument("--test-subset", type=int, default=10000, help="first N test images")
     parser.add_argument("--seed", type=int, default=42, help="seed of weights and data order")
@@ -55,7 +62,7 @@ def parse_args():
     parser.add_argument("--bucket-cap-mb", type=float, default=25.0, help="gradient bucket size (MB)")  # Course
     parser.add_argument("--no-sync-steps", type=int, default=1, help="backward passes per all-reduce")  # Course
     parser.add_argument("--zero", action="store_true", help="ZeroRedundancyOptimizer: Adam state sharded")  # Course
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     for name in ("epochs", "batch_size", "train_subset", "test_subset"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
@@ -71,9 +78,22 @@ def course_cnn():
         nn.Flatten(), nn.Linear(12 * 12 * 64, 128), nn.ReLU(), nn.Dropout(0.5), nn.Linear(128, 10))
 
 
+def pick_device(local_rank):
+    """The process group's backend and this rank's device: ``("nccl", cuda:local_rank)`` when CUDA is available,
+    else ``("gloo", cpu)``. Untested on a GPU."""
+    if torch.cuda.is_available():  # DDP: NCCL all-reduces CUDA tensors only, so everything goes to this rank's GPU
+        return "nccl", torch.device("cuda", local_rank)
+    return "gloo", torch.device("cpu")
+
+
+def learning_rate(args, world):
+    """Adam's rate: ``--lr``, or with ``--scale-lr`` the course's rule for Adam at ``world`` workers (x sqrt)."""
+    return scaled_lr("adam", args.lr, world) if args.scale_lr else args.lr
+
+
 def digest(model):
-    """sha256 of every weight's bytes, in order."""
-    return hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in model.parameters())).hexdigest()
+    """sha256 of every weight's bytes, in order (copied to the CPU first when they live on a GPU)."""
+    return hashlib.sha256(b"".join(p.detach().cpu().numpy().tobytes() for p in model.parameters())).hexdigest()
 
 
 def state_bytes(optimizer):
@@ -82,16 +102,24 @@ def state_bytes(optimizer):
     return sum(t.numel() * t.element_size() for s in inner.state.values() for t in s.values() if torch.is_tensor(t))
 
 
-def batches(x, y, rows, size):
-    """The rows in steps of ``size``, as float tensors in [0, 1] (N, 1, 28, 28) and int64 labels."""
+def batches(x, y, rows, size, device):
+    """The rows in steps of ``size``, as float tensors in [0, 1] (N, 1, 28, 28) and int64 labels, on ``device``."""
     for k in range(0, len(rows), size):
         take = rows[k:k + size]
-        yield torch.from_numpy(x[take]).float().div_(255.0).unsqueeze(1), torch.from_numpy(y[take]).long()
+        images = torch.from_numpy(x[take]).float().div_(255.0).unsqueeze(1)
+        yield images.to(device), torch.from_numpy(y[take]).long().to(device)  # DDP: the batch on the model's device
 
 
 def main():
     args = parse_args()
-    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")  # DDP (1/5): join the workers
+    # DDP (1/5): join the workers. With CUDA: NCCL, and this rank's GPU, LOCAL_RANK (set by torchrun), holds the
+    # model and every batch, as PyTorch's DDP examples do (NCCL all-reduces CUDA tensors only); without: Gloo on
+    # the CPU. The GPU path is untested on a GPU (tests/test_frameworks_scripts.py fakes the device choice).
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))  # DDP: this worker's index on its machine
+    backend, device = pick_device(local_rank)  # DDP
+    if device.type == "cuda":  # DDP
+        torch.cuda.set_device(device)  # DDP: NCCL's communicator for this rank uses this GPU
+    dist.init_process_group(backend)  # DDP (1/5)
     rank, world = dist.get_rank(), dist.get_world_size()  # DDP: this worker's index and the number of workers
     say = print if rank == 0 else (lambda *a, **k: None)  # DDP: rank 0 alone logs
     emit = (lambda **e: print(json.dumps(e), flush=True)) if args.json else (lambda **e: None)
@@ -100,7 +128,10 @@ def main():
     x_train, y_train, x_test, y_test = load_idx_arrays(args.train_subset, args.test_subset)
     n = len(x_train)
 
-    model = DDP(course_cnn(), bucket_cap_mb=args.bucket_cap_mb)  # DDP (2/5): wrap; rank 0's weights reach all
+    # DDP (2/5): wrap the model, on its device; rank 0's weights reach all. On a GPU, device_ids=[local_rank]: one
+    # GPU per process (on the CPU, None).
+    on_gpu = [local_rank] if device.type == "cuda" else None  # DDP
+    model = DDP(course_cnn().to(device), device_ids=on_gpu, bucket_cap_mb=args.bucket_cap_mb)  # DDP (2/5)
     calls = {"allreduce": 0, "bytes": 0}  # Course: what the gradient hook sends, counted
 
     def counted_allreduce(state, bucket):  # DDP: the hook every gradient bucket goes through (Course: counted)
@@ -109,7 +140,9 @@ def main():
         return default_hooks.allreduce_hook(None, bucket)
 
     model.register_comm_hook(None, counted_allreduce)
-    lr = args.lr * math.sqrt(world)  # DDP (3/5): scale Adam's rate by the square root of the workers
+    # DDP (3/5): scale the rate (optional, --scale-lr) by the course's rule, the one function every course script
+    # calls; for Adam, the only optimizer here, by the square root of the workers (notebooks 03 and 04).
+    lr = learning_rate(args, world)  # DDP (3/5)
     if args.zero:  # DDP: each rank keeps Adam's state for its part of the parameters only
         optimizer = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.Adam, lr=lr)
     else:
@@ -138,7 +171,7 @@ def main():
         rows = epoch_indices(n, seed=args.seed, epoch=epoch, num_workers=world, worker_index=rank)
         calls.update(allreduce=0, bytes=0)  # Course
         start, total = time.perf_counter(), 0.0
-        for step, (x, y) in enumerate(batches(x_train, y_train, rows, args.batch_size), 1):
+        for step, (x, y) in enumerate(batches(x_train, y_train, rows, args.batch_size, device), 1):
             last = step % args.no_sync_steps == 0 or step == steps
             with model.no_sync() if not last else torch.enable_grad():  # DDP: no all-reduce until the last pass
                 loss = loss_fn(model(x), y) / args.no_sync_steps
@@ -168,7 +201,7 @@ def main():
         model.eval()
         with torch.no_grad():
             right, loss_sum = 0, 0.0
-            for x, y in batches(x_test, y_test, np.arange(len(x_test)), 256):
+            for x, y in batches(x_test, y_test, np.arange(len(x_test)), 256, device):
                 logits = model.module(x)
                 right += int((logits.argmax(1) == y).sum())
                 loss_sum += float(nn.functional.cross_entropy(logits, y, reduction="sum"))

@@ -16,6 +16,7 @@ rank 0 prints the JSON lines of docs/architecture.md for ``course_lib.runner.lau
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -35,8 +36,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         formatter_class=flags.HelpFormatter)
     flags.add_training_flags(parser, batch_size=128, epochs=3,
                              lr_help="learning rate (before --scale-lr); LARS needs about 0.1-10",
-                             scale_lr_help="multiply the learning rate by the growth of the global batch over "
-                             "one worker's batch: workers x --backward-passes-per-step (linear scaling)")
+                             scale_lr_help="scale the learning rate with the growth of the global batch over one "
+                             "worker's batch, g = workers x --backward-passes-per-step, by the course's rule per "
+                             "optimizer: x g for sgd and lars, x sqrt(g) for adam and lamb "
+                             "(course_lib.training.schedules.scaled_lr; notebooks 03 and 04)")
     parser.add_argument("--warmup-epochs", type=non_negative_int, default=0,
                         help="ramp the learning rate from --lr (one worker's rate) up to the scaled rate "
                         "over this many epochs (Horovod's LearningRateWarmupCallback); needs --scale-lr and "
@@ -146,7 +149,10 @@ def main(argv: list[str] | None = None) -> int:
     plan = epochs.EpochPlan(n_train, args.batch_size, workers, k)
     steps = plan.steps_per_epoch
     growth = workers * k  # the global batch is this many times one worker's batch
-    lr = args.lr * growth if args.scale_lr else args.lr  # Horovod (3/5): scale the LR (optional)
+    # Horovod (3/5): scale the LR (optional, --scale-lr) by the course's rule per optimizer, the one
+    # function every course script calls: linearly with the growth for SGD and LARS, by its square root
+    # for Adam and LAMB (notebook 03 states the rule, notebook 04 measures it).
+    lr = learning_rate(args, growth)
     # Horovod: every worker starts at rank 0's epoch (only rank 0 read the checkpoint).
     start_epoch = int(hvd_tf.broadcast_object(
         args.resume_from["epoch"] if args.resume_from else 0, root_rank=0))
@@ -226,21 +232,28 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def learning_rate(args: argparse.Namespace, growth: int) -> float:
+    """The rate the optimizer starts from: ``--lr``, or with ``--scale-lr`` the course's rule for ``--optimizer``
+    at a global batch ``growth`` times one worker's (:func:`course_lib.training.schedules.scaled_lr`)."""
+    return schedules.scaled_lr(args.optimizer, args.lr, growth) if args.scale_lr else args.lr
+
+
 def lr_callbacks(args: argparse.Namespace, hvd: Any, tf: Any, lr: float, growth: int, steps: int,
                  rank: int) -> list[Any]:
     """The learning-rate schedule callbacks that ``--warmup-epochs`` and ``--plateau`` ask for."""
     from course_lib.training.keras2 import keras
 
     found: list[Any] = []
-    # Horovod's warm-up ramps from initial_lr / size up to initial_lr: with the rate scaled by the workers
-    # (--scale-lr) it starts at --lr, one worker's rate (tests/test_scripts.py checks the first step's rate).
-    if args.warmup_epochs and args.backward_passes_per_step == 1:
+    factor = lr / args.lr  # how much --scale-lr multiplied the rate: growth (sgd, lars) or sqrt(growth) (adam, lamb)
+    # Horovod's warm-up ramps from initial_lr / size up to initial_lr: with the rate scaled linearly by the
+    # workers it starts at --lr, one worker's rate (tests/test_scripts.py checks the first step's rate).
+    if args.warmup_epochs and args.backward_passes_per_step == 1 and math.isclose(factor, growth):
         found.append(hvd.callbacks.LearningRateWarmupCallback(  # Horovod: LR warm-up
             initial_lr=lr, warmup_epochs=args.warmup_epochs, momentum_correction=False,
             steps_per_epoch=steps, verbose=int(rank == 0)))
-    elif args.warmup_epochs:  # the same ramp, from lr / (size x k) = --lr: accumulation grows the batch too
+    elif args.warmup_epochs:  # the same ramp, from lr / factor = --lr: accumulation, or Adam's sqrt rule
         found.append(hvd.callbacks.LearningRateScheduleCallback(  # Horovod: LR warm-up
-            initial_lr=lr, multiplier=schedules.warmup_multiplier(growth, args.warmup_epochs, steps),
+            initial_lr=lr, multiplier=schedules.warmup_multiplier(factor, args.warmup_epochs, steps),
             start_epoch=0, end_epoch=args.warmup_epochs, staircase=False,
             momentum_correction=False, steps_per_epoch=steps))
     if args.plateau:

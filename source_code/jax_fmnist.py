@@ -29,26 +29,35 @@ import numpy as np
 from course_lib.training.consumption import summarize_ids  # Course: the ids the one reader handed out
 from course_lib.training.idx_arrays import load_idx_arrays
 from course_lib.training.pipeline import epoch_indices
+from course_lib.training.schedules import scaled_lr  # Course: the learning-rate rule of every course script
 
 
-def parse_args():
+def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--devices", type=int, default=2, help="replicas (simulated CPU devices)")  # Keras 3
     parser.add_argument("--epochs", type=int, default=3, help="passes over the training set")
     parser.add_argument("--batch-size", type=int, default=64, help="images per step PER REPLICA")
-    parser.add_argument("--lr", type=float, default=1e-3, help="Adam's learning rate per replica")
+    parser.add_argument("--lr", type=float, default=1e-3, help="Adam's learning rate per replica (before --scale-lr)")
+    parser.add_argument("--scale-lr", action="store_true",
+                        help="scale the learning rate with the number of replicas N by the course's rule for Adam: "
+                        "x sqrt(N) (course_lib.training.schedules.scaled_lr; notebooks 03 and 04)")
     parser.add_argument("--train-subset", type=int, default=60000, help="first N training images")
     parser.add_argument("--test-subset", type=int, default=10000, help="first N test images")
     parser.add_argument("--seed", type=int, default=42, help="seed of weights and data order")
     parser.add_argument("--json", action="store_true", help="print the course's JSON lines")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     for name in ("devices", "epochs", "batch_size", "train_subset", "test_subset"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     if args.train_subset % args.devices:  # Keras 3: every batch, the last one too, is cut into equal slices
         parser.error(f"--train-subset {args.train_subset} must be a multiple of --devices {args.devices}")
     return args
+
+
+def learning_rate(args, replicas):
+    """Adam's rate: ``--lr``, or with ``--scale-lr`` the course's rule for Adam at ``replicas`` replicas (x sqrt)."""
+    return scaled_lr("adam", args.lr, replicas) if args.scale_lr else args.lr
 
 
 def digests(model):
@@ -89,7 +98,9 @@ def main():
         keras.layers.Dropout(0.5),
         keras.layers.Dense(10),
     ])
-    lr = args.lr * math.sqrt(replicas)  # Keras 3 (3/4): scale Adam's rate by the square root of the replicas
+    # Keras 3 (3/4): scale the rate (optional, --scale-lr) by the course's rule, the one function every course
+    # script calls; for Adam, the only optimizer here, by the square root of the replicas (notebooks 03 and 04).
+    lr = learning_rate(args, replicas)  # Keras 3 (3/4)
     model.compile(optimizer=keras.optimizers.Adam(lr), metrics=["accuracy"],
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     batch = args.batch_size * replicas  # Keras 3 (4/4): each step's global batch, cut into one slice per device

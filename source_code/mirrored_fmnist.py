@@ -23,7 +23,7 @@ import sys
 import time
 from typing import Any
 
-from course_lib.training import epochs, flags
+from course_lib.training import epochs, flags, schedules
 from course_lib.training.events import emit
 from course_lib.training.flags import positive_int
 
@@ -40,7 +40,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "default: all GPUs, or the one CPU")
     flags.add_training_flags(parser, batch_size=128, epochs=3, per="replica",
                              lr_help="learning rate (before --scale-lr); LARS needs about 0.1-10",
-                             scale_lr_help="multiply the learning rate by the number of replicas")
+                             scale_lr_help="scale the learning rate with the number of replicas N by the "
+                             "course's rule per optimizer: x N for sgd and lars, x sqrt(N) for adam and lamb "
+                             "(course_lib.training.schedules.scaled_lr; notebooks 03 and 04)")
     parser.add_argument("--plateau", action="store_true",
                         help="halve the learning rate when the loss stops improving")
     parser.add_argument("--ceiling", action="store_true",
@@ -89,7 +91,9 @@ def main(argv: list[str] | None = None) -> int:
         training=True, seed=args.seed, epochs=args.epochs, recorder=consumed)
     # One process feeds all replicas: the epoch of one reader that splits each step batch.
     plan = epochs.EpochPlan(n_train, args.batch_size, replicas, one_reader=True)
-    lr = args.lr * replicas if args.scale_lr else args.lr  # Strategy: optional LR scaling
+    # Strategy: optional LR scaling (--scale-lr) by the course's rule per optimizer, the one function every
+    # course script calls: x replicas for SGD and LARS, x sqrt(replicas) for Adam and LAMB (notebooks 03, 04).
+    lr = learning_rate(args, replicas)
     report.report_config(
         plan=plan, script="mirrored_fmnist.py", strategy="mirrored", epochs=args.epochs, first_epoch=1,
         lr=lr, json_lines=args.json, base_lr=args.lr, scale_lr=args.scale_lr,
@@ -121,6 +125,12 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def learning_rate(args: argparse.Namespace, replicas: int) -> float:
+    """The rate the optimizer starts from: ``--lr``, or with ``--scale-lr`` the course's rule for ``--optimizer``
+    at ``replicas`` replicas (:func:`course_lib.training.schedules.scaled_lr`)."""
+    return schedules.scaled_lr(args.optimizer, args.lr, replicas) if args.scale_lr else args.lr
+
+
 def train_with_ceiling(args: argparse.Namespace, tf: Any, strategy: Any, fmnist: Any, started: float) -> int:
     """``--ceiling``: the N replicas and the same model on ONE device, one epoch each in turn.
 
@@ -140,7 +150,7 @@ def train_with_ceiling(args: argparse.Namespace, tf: Any, strategy: Any, fmnist:
     for name, strat in (("ceiling", one_device), ("mirrored", strategy)):
         replicas = strat.num_replicas_in_sync
         plan = epochs.EpochPlan(len(fmnist.y_train), args.batch_size, replicas, one_reader=True)
-        lr = args.lr * replicas if args.scale_lr else args.lr
+        lr = learning_rate(args, replicas)  # Strategy: the same rule for both runs (1 replica: --lr)
         report.report_config(
             plan=plan, script="mirrored_fmnist.py", strategy="mirrored", epochs=args.epochs, first_epoch=1,
             lr=lr, json_lines=args.json, base_lr=args.lr, scale_lr=args.scale_lr, optimizer=args.optimizer,

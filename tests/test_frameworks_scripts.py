@@ -8,8 +8,12 @@ made-up counts that must flip it.
 
 from __future__ import annotations
 
+import ast
 import gzip
+import json
+import os
 import struct
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +26,7 @@ from course_lib.runner.runlog import RunResult
 from course_lib.training.consumption import ids_hash
 from course_lib.training.fmnist_files import DataCorruptError
 from course_lib.training.idx_arrays import load_idx_arrays, read_idx
+from script_lr import RULE_CASES, lr_problems
 
 ROOT = Path(__file__).resolve().parents[1]
 CODE = ROOT / "source_code"
@@ -98,6 +103,72 @@ def test_keras3_jax_two_devices_hold_identical_weights_and_one_reader_covers_eve
     with pytest.raises(launch.RunFailedError, match="multiple of --devices"):
         launch.run_python(CODE / "jax_fmnist.py", ["--devices", "2", "--train-subset", "515"], python=fw(),
                           timeout=120, output=[].append)
+
+
+# In .venv-07's python: both scripts' --scale-lr rate for N = 1, 2, 4 (and without the switch), and DDP's device
+# choice with CUDA faked on and off, and where a batch goes (the meta device: a device with no memory, there without
+# a GPU, standing in for cuda:local_rank, which a machine without one cannot hold).
+PROBE = """
+import importlib.util, json, sys
+import numpy as np
+import torch
+
+def load(path):
+    spec = importlib.util.spec_from_file_location(path.rsplit("/", 1)[-1][:-3], path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+ddp, jax = load(sys.argv[1]), load(sys.argv[2])
+out = {name: {n: [m.learning_rate(m.parse_args(["--lr", "0.001", "--scale-lr"]), n),
+                  m.learning_rate(m.parse_args(["--lr", "0.001"]), n)] for n in (1, 2, 4)}
+       for name, m in (("ddp", ddp), ("jax", jax))}
+torch.cuda.is_available = lambda: False
+backend, device = ddp.pick_device(1)
+out["without_cuda"] = [backend, str(device)]
+torch.cuda.is_available = lambda: True
+backend, device = ddp.pick_device(1)
+out["with_cuda"] = [backend, str(device)]
+x, y = np.zeros((3, 28, 28), np.uint8), np.arange(3, dtype=np.uint8)
+out["batches"] = [[str(i.device), str(t.device), list(i.shape)]
+                  for i, t in ddp.batches(x, y, np.arange(3), 2, torch.device("meta"))]
+print(json.dumps(out))
+"""
+
+
+@needs_venv
+def test_ddp_and_jax_scale_lr_by_the_courses_rule_and_ddp_puts_model_and_batches_on_the_cuda_device():
+    """issue 52: DDP's and JAX's --scale-lr is the rule of the TensorFlow scripts (Adam: x sqrt(N), through
+    schedules.scaled_lr; off, --lr), so notebook 07's four ways print one rate. With CUDA (faked here: no GPU on the
+    course's machines) DDP picks NCCL and cuda:LOCAL_RANK, moves the model there and passes device_ids=[local_rank],
+    and every batch goes to the device it is given; without CUDA, Gloo on the CPU."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([fw(), "-c", PROBE, str(CODE / "ddp_fmnist.py"), str(CODE / "jax_fmnist.py")],
+                          capture_output=True, text=True, timeout=240, env=env, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    adam = {workers: expected for optimizer, workers, expected in RULE_CASES if optimizer == "adam"} | {1: 0.001}
+    for name in ("ddp", "jax"):
+        for workers, expected in adam.items():
+            scaled, unscaled = out[name][str(workers)]
+            assert scaled == pytest.approx(expected, rel=1e-12) and unscaled == 0.001, (name, workers, out[name])
+    assert out["without_cuda"] == ["gloo", "cpu"] and out["with_cuda"] == ["nccl", "cuda:1"], out
+    assert out["batches"] == [["meta", "meta", [2, 1, 28, 28]], ["meta", "meta", [1, 1, 28, 28]]], out
+
+
+@pytest.mark.parametrize("script", ["ddp_fmnist.py", "jax_fmnist.py"])
+def test_the_printed_lr_of_ddp_and_jax_is_the_rules(script):
+    """Every ``lr`` they print and train with comes from learning_rate() (schedules.scaled_lr); DDP's model goes
+    to its device, wrapped with device_ids, and each batches() call is given the device (read from the source)."""
+    assert lr_problems(CODE / script) == []
+    if script == "ddp_fmnist.py":
+        text = (CODE / script).read_text()
+        assert "DDP(course_cnn().to(device), device_ids=on_gpu" in text
+        assert 'on_gpu = [local_rank] if device.type == "cuda" else None' in text
+        calls = [node for node in ast.walk(ast.parse(text))
+                 if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "batches"]
+        assert len(calls) == 2 and all(ast.unparse(call.args[-1]) == "device" for call in calls)  # train, test
+        assert "untested on a GPU" in text
 
 
 def test_identical_weights_flips():

@@ -8,6 +8,7 @@ one 2-worker launch runs the reference, the control, the accumulation run and th
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from flag_runs import run_flag_sets
+from script_lr import RULE_CASES, lr_problems
 
 ROOT = Path(__file__).resolve().parents[1]
 HOROVOD_SCRIPT = ROOT / "source_code" / "horovod_fmnist.py"
@@ -141,11 +143,12 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> dict:
     - ``reference``: uninterrupted, 2 epochs with checkpoints; first, so its ranks claim the free cores;
     - ``control``: without DistributedOptimizer, 1 epoch of 2 steps;
     - ``no_broadcast``: the same with DistributedOptimizer but without the broadcast, each rank from its own seed;
-    - ``accumulated``: --backward-passes-per-step 3, 2 epochs of 6 micro-steps, LR scaled, one warm-up epoch,
-      the test set scored every epoch, rank 0's weights digested after every micro-step (one run for what
-      three runs checked: a one-process run here, tests/test_accumulation.py's 2-worker run and
+    - ``accumulated``: --backward-passes-per-step 3, 2 epochs of 6 micro-steps, Adam's LR scaled by sqrt(2 x 3),
+      one warm-up epoch, the test set scored every epoch, rank 0's weights digested after every micro-step (one run
+      for what three runs checked: a one-process run here, tests/test_accumulation.py's 2-worker run and
       the one-process run of the same flags that tests/test_ablation.py had);
-    - ``warmup``: 2 epochs, the LR scaled by the 2 workers and warmed up over the first (Horovod's own callback);
+    - ``warmup``: 2 epochs of momentum SGD, the LR scaled linearly by the 2 workers and warmed up over the first
+      (Horovod's own callback; the accumulated run warms up Adam's square-root rate);
     - ``interrupted``: the reference's flags into another folder, the whole job killed with SIGKILL of its
       process group right after this run's checkpoint of epoch 1 is committed.
     """
@@ -159,7 +162,7 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> dict:
          "--epochs", "2", "--lr", "0.001", "--scale-lr", "--warmup-epochs", "1",
          "--eval-every-epoch", "--step-digests", "--json", "--deterministic",
          "--threads-per-worker", "1", "--checkpoint-dir", str(ckpt["accumulated"])],
-        [*SMALL, "--epochs", "2", "--lr", "0.001", "--scale-lr", "--warmup-epochs", "1"],
+        [*SMALL, "--epochs", "2", "--lr", "0.001", "--scale-lr", "--warmup-epochs", "1", "--optimizer", "sgd"],
         [*SMALL, "--epochs", "2", "--checkpoint-dir", str(ckpt["interrupted"])],
     ]
     cmd = [*HOROVODRUN, "-np", "2", "--gloo", sys.executable, str(RUNS_IN_TURN), str(HOROVOD_SCRIPT),
@@ -380,20 +383,21 @@ def test_two_workers_accumulate_every_kth_micro_step_and_stay_identical(accumula
 @pytest.mark.horovod
 @pytest.mark.slow
 def test_eval_every_epoch_accumulation_scaling_and_warmup(accumulated: dict) -> None:
-    """--scale-lr grows the LR with the global batch (2 workers x k), the one warm-up epoch ends at it,
-    and --eval-every-epoch scores the test set after each epoch (was tests/test_ablation.py's run)."""
+    """--scale-lr grows Adam's LR with the square root of the global batch's growth (2 workers x k; issue 52: it
+    was linear), the one warm-up epoch ends at it, and --eval-every-epoch scores the test set after each epoch
+    (was tests/test_ablation.py's run)."""
     events = accumulated["events"]
     (config,) = _of(events, "config")
-    assert config["lr"] == pytest.approx(0.001 * 2 * K) and config["eval_every_epoch"] is True, config
+    growth = math.sqrt(2 * K)  # Adam: the course's square-root rule (schedules.scaled_lr)
+    assert config["lr"] == pytest.approx(0.001 * growth) and config["eval_every_epoch"] is True, config
     epochs = _of(events, "epoch")
     assert [e["steps"] for e in epochs] == [MICRO_STEPS, MICRO_STEPS], epochs
     for event in epochs:
         assert 0.0 <= event["test_accuracy"] <= 1.0 and math.isfinite(event["test_loss"]), event
     assert 0 < epochs[0]["wall_time_s"] < epochs[1]["wall_time_s"]
     # The warm-up ramp starts one step above --lr (one worker's rate), 1/growth of the scaled rate, and ends at it.
-    growth = 2 * K
     assert epochs[0]["lr_first_step"] == pytest.approx(0.001 * (1 + (growth - 1) / MICRO_STEPS), rel=1e-5)
-    assert epochs[0]["lr"] == pytest.approx(0.001 * 2 * K, rel=1e-5)
+    assert epochs[0]["lr"] == pytest.approx(0.001 * growth, rel=1e-5)
     (result,) = _of(events, "result")
     assert result["test_accuracy"] == pytest.approx(epochs[-1]["test_accuracy"])
 
@@ -403,7 +407,8 @@ def test_eval_every_epoch_accumulation_scaling_and_warmup(accumulated: dict) -> 
 @pytest.mark.slow
 def test_warmup_starts_at_one_workers_rate_on_two_ranks(launch: dict) -> None:
     """issue 44: the warm-up's first step trains at --lr, one worker's rate (one ramp increment above it, as
-    Horovod's callback steps), not at --lr / size, and the second epoch at the rate scaled by the 2 workers."""
+    Horovod's callback steps), not at --lr / size, and the second epoch at the rate scaled by the 2 workers
+    (momentum SGD: linearly, the rule under which Horovod's own callback applies)."""
     events = launch["warmup"]["events"]
     (config,) = _of(events, "config")
     base, workers, steps = 0.001, 2, config["steps_per_epoch"]
@@ -464,6 +469,47 @@ def test_bad_flags_do_not_import_tensorflow(bad_flag_runs: dict) -> None:
     """Not for --epochs 0, nor for any flag set of BAD_FLAGS (nor for --help)."""
     assert bad_flag_runs["runs"][EPOCHS_0_RUN]["code"] == 2, bad_flag_runs["runs"][EPOCHS_0_RUN]["out"]
     assert bad_flag_runs["tensorflow"] is False
+
+
+# ------------------------------------------------------------------ --scale-lr: the course's rule per optimizer
+def _script_module(path: Path):  # noqa: ANN202 (a module)
+    """The script as a module, not run: its imports are TensorFlow-free until main() (bad_flag_runs checks)."""
+    spec = importlib.util.spec_from_file_location(f"course_script_{path.stem}", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("script", [HOROVOD_SCRIPT, MIRRORED_SCRIPT], ids=["horovod", "mirrored"])
+@pytest.mark.parametrize(("optimizer", "workers", "expected"), RULE_CASES)
+def test_scale_lr_follows_the_courses_rule_per_optimizer(script: Path, optimizer: str, workers: int,
+                                                         expected: float) -> None:
+    """issue 52: --scale-lr is linear for SGD, x sqrt(N) for Adam (it was linear for every optimizer); without it
+    the rate is --lr. Horovod's N is the growth of the global batch (workers x backward passes)."""
+    module = _script_module(script)
+    scaled = module.parse_args(["--optimizer", optimizer, "--lr", "0.001", "--scale-lr"])
+    assert module.learning_rate(scaled, workers) == pytest.approx(expected, rel=1e-12)
+    assert module.learning_rate(module.parse_args(["--optimizer", optimizer]), workers) == 0.001
+
+
+@pytest.mark.parametrize("script", [HOROVOD_SCRIPT, MIRRORED_SCRIPT], ids=["horovod", "mirrored"])
+def test_the_printed_lr_is_the_rules_and_the_help_says_which(script: Path) -> None:
+    """Every ``lr`` the script prints and trains with comes from learning_rate() (schedules.scaled_lr), and
+    --scale-lr's help names both rules."""
+    assert lr_problems(script) == []
+    text = script.read_text()
+    assert "x sqrt(" in text and "for adam and lamb" in text and "for sgd and lars" in text
+
+
+def test_the_lr_check_catches_a_rate_scaled_by_hand(tmp_path: Path) -> None:
+    """The check above fails on the old line (linear for every optimizer) and on a hand-written square root."""
+    for planted in ("lr = args.lr * replicas if args.scale_lr else args.lr",
+                    "lr = args.lr * math.sqrt(world)"):
+        script = tmp_path / "planted.py"
+        script.write_text(f"def learning_rate(args, n):\n    return scaled_lr('adam', args.lr, n)\n\n\n"
+                          f"def main(args, replicas, world):\n    {planted}\n")
+        assert lr_problems(script), planted
 
 
 # ------------------------------------------------------------------ MirroredStrategy
