@@ -137,7 +137,8 @@ def test_the_patch_is_for_the_pinned_horovod_and_each_hunk_names_its_upstream_is
     sections = _file_sections(text)
     assert [f for _, f in sections] == ["horovod/common/common.h", "horovod/common/group_table.h",
                                         "horovod/tensorflow/keras/__init__.py",
-                                        "horovod/tensorflow/keras/callbacks.py"]
+                                        "horovod/tensorflow/keras/callbacks.py",
+                                        "horovod/tensorflow/CMakeLists.txt", "horovod/tensorflow/xla_mpi_ops.cc"]
     for comment, path in sections:
         last_lines = comment.strip().splitlines()[-3:]
         assert any(re.search(r"horovod#\d+|PR #\d+", line) for line in last_lines), (

@@ -20,6 +20,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from packaging.specifiers import SpecifierSet
+
 from course_lib.environment import tensorflow_build
 from course_lib.environment.frameworks import frameworks_venv, frameworks_versions
 from course_lib.runner.preflight import LaunchError, find_horovodrun
@@ -183,8 +185,6 @@ def _supported_pythons() -> str:
 
 
 def _check_python() -> Check:
-    from packaging.specifiers import SpecifierSet
-
     version = sys.version.split()[0]
     course_venv = (course_root() / ".venv").resolve()   # a symlinked .venv (a worktree's) is still the course's
     where = "the course's .venv" if Path(sys.prefix).resolve() == course_venv else sys.prefix
