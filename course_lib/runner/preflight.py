@@ -21,8 +21,8 @@ from typing import Any, Mapping, Sequence
 
 from course_lib.training.machine.capacity import Capacity, CapacityError, machine_capacity
 
-__all__ = ["LaunchError", "capacity", "hosts_are_local", "find_horovodrun", "horovod_launcher", "check_hosts",
-           "check_script", "check_strings", "check_env", "check_common", "check_mpirun", "check_int",
+__all__ = ["LaunchError", "capacity", "hosts_are_local", "parse_hosts", "find_horovodrun", "horovod_launcher",
+           "check_hosts", "check_script", "check_strings", "check_env", "check_common", "check_mpirun", "check_int",
            "check_worker_range", "check_ports", "CONTROLLERS"]
 
 CONTROLLERS = ("gloo", "mpi", None)
@@ -69,6 +69,19 @@ def hosts_are_local(hosts: str | None) -> bool:
         return True
     names = {part.strip().partition(":")[0] for part in hosts.replace(" ", ",").split(",") if part.strip()}
     return names <= set(_LOCAL_NAMES) | {socket.gethostname()}
+
+
+def parse_hosts(hosts: str | None, workers: int) -> tuple[tuple[str, int], ...]:
+    """``"a:1,b:2"`` (or the discovery script's ``"a:1 b:2"``) -> ``(("a", 1), ("b", 2))``;
+    ``None`` -> ``(("localhost", workers),)``, what horovodrun uses without ``-H``."""
+    if hosts is None:
+        return (("localhost", workers),)
+    out = []
+    for part in hosts.replace(" ", ",").split(","):
+        name, _, slots = part.strip().partition(":")
+        if name:
+            out.append((name, int(slots) if slots.isdigit() else 1))
+    return tuple(out)
 
 
 def find_horovodrun(python: str = sys.executable) -> str:
