@@ -82,10 +82,11 @@ def plan_placement(workers: int, *, hosts: str | None = None, device: str | None
         workers: Ranks of the run (for an elastic run, its most).
         hosts: The run's host list; hosts other than this machine: ``None`` is returned (the other
             machines' ranks place themselves, :func:`course_lib.training.machine.placement.worker_share`).
-        device: ``"cpu"``, ``"gpu"`` or ``None``: GPUs when the machine has one per worker, else CPU
-            cores (the GPUs are then hidden from the ranks).
+        device: ``"cpu"``, ``"gpu"`` (a ``WorkerPlan``'s) or ``None``: the device rule
+            (:func:`course_lib.training.machine.capacity.device_for`: GPUs when the machine has one per worker,
+            else CPU cores, the GPUs then hidden from the ranks).
         oversubscribe: Allow more workers than slots (CPU only; the run then holds every slot).
-        hold: Slots to hold when it is not one per worker (``run_python(slots=...)``: one process on
+        hold: Slots to hold when it is not one per worker (``run_python(workers=...)``: one process on
             several cores or GPUs).
 
     Returns:
@@ -105,12 +106,13 @@ def plan_placement(workers: int, *, hosts: str | None = None, device: str | None
     if cap.kind == "gpu" and wanted > cap.slots:
         raise LaunchError(f"{wanted} GPU workers but this machine has {cap.describe()}: NCCL refuses two "
                           "ranks on one GPU (horovod#3929), so the course never places them so; use "
-                          "fewer workers, or device='cpu' to run them as CPU processes")
+                          "fewer workers, or a plan on CPU cores (devices.plan_workers(gpus=0)) to run them as "
+                          "CPU processes")
     if wanted > cap.slots and not oversubscribe:
         raise LaunchError(
-            f"num_workers={wanted} exceeds the {cap.slots} slots of this machine ({cap.describe()}); "
-            "pass oversubscribe=True to run more processes than slots (they then share cores, so "
-            "timings are not representative)")
+            f"workers={wanted} exceeds the {cap.slots} slots of this machine ({cap.describe()}); "
+            "pass oversubscribe=True in the worker plan (workers=plan.with_workers(n, oversubscribe=True)) to run "
+            "more processes than slots (they then share cores, so timings are not representative)")
     return PlaceRequest(cap, min(wanted, cap.slots), workers, parse_hosts(hosts, workers),
                         hide_gpus=cap.kind == "cpu" and gpus > 0)
 
