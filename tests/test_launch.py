@@ -317,7 +317,7 @@ def test_gloo_run_streams_live_and_collects_records(tmp_path):
             go.touch()  # the ranks wait for this file: the run cannot end unless lines stream
 
     res = run_horovod(JSON, ["--epochs", "2", "--batch-size", "16", "--train-subset", "256",
-                                "--json", "--wait-for", str(go), "--marker", mark], workers=2,
+                             "--json", "--wait-for", str(go), "--marker", mark], workers=2,
                       output=on_line, on_event=events.append, env=ENV, timeout=240)
     ended = time.monotonic()
     assert res.returncode == 0
@@ -407,8 +407,8 @@ def test_sigint_during_an_mpi_run_cleans_up_and_propagates():
             threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()  # as Jupyter does
 
     with pytest.raises(KeyboardInterrupt):
-        run_horovod(SLEEP, ["--marker", mark], workers=2, horovodrun=Horovodrun(controller="mpi"), output=on_line,
-                    show="all", timeout=120)
+        run_horovod(SLEEP, ["--marker", mark], workers=2, horovodrun=Horovodrun(controller="mpi"),
+                    output=on_line, show="all", timeout=120)
     assert started.is_set()
     assert_nothing_left(mark)
 

@@ -212,8 +212,8 @@ def test_each_rank_gets_its_share_of_the_grant(cores, workers, oversubscribe, sh
         return ProcessOutcome(0, 0.1, "exited", [1])
 
     monkeypatch.setattr(processes, "stream_command", fake_stream)
-    result = launch.run_horovod(script, ["--x"],
-                                workers=capacity.plan_workers(gpus=0).with_workers(workers, oversubscribe=oversubscribe))
+    plan = capacity.plan_workers(gpus=0).with_workers(workers, oversubscribe=oversubscribe)
+    result = launch.run_horovod(script, ["--x"], workers=plan)
     granted = min(workers, len(cores))
     assert [h.pid for h in seen["held"]] == [os.getpid()] * granted  # held during the run
     assert len(seen["fds"]) == granted  # and handed to the watchdog

@@ -6,8 +6,8 @@ A :class:`Watch` samples every ``sample_s`` seconds (0.5 by default), in a threa
   stole: :func:`tools.maintainers.suite_profile.busy_cpu_seconds`) minus the CPU-seconds of the recording's own process
   tree: the recorder, the notebook's kernel and every descendant, each counted with its reaped children's
   cumulative times, so a rank that has exited still counts as ours. The recorder is a child subreaper
-  (:func:`course_lib.runner.procs.watchdog.become_subreaper`), so an orphan of the run stays in its tree. What is left is
-  the others' share; the run is disturbed when it averages more than ``Limits.mean_cores`` over the notebook's
+  (:func:`course_lib.runner.procs.watchdog.become_subreaper`), so an orphan of the run stays in its tree. What is left
+  is the others' share; the run is disturbed when it averages more than ``Limits.mean_cores`` over the notebook's
   run, or more than ``Limits.window_cores`` over any ``Limits.window_s`` window (the reasons for the defaults:
   docs/recording.md).
 * **Other course runs' slots.** A slot file (``$COURSE_SLOTS_DIR``: course_lib.training.machine.slot_files) locked by a

@@ -3,9 +3,9 @@
 This is the process tier under every launcher (:mod:`course_lib.runner.run`): it knows an argument list
 and how to run it (:class:`ProcessSpec`: argv, working directory, deadline, stop event, grace periods),
 and nothing of launchers, slots or options. A command (``horovodrun``, ``torchrun`` or ``python``) is
-started with ``start_new_session=True``; its stdout and stderr are read by one thread each (so a stderr line is never cut in two by a stdout write), and every line is handed,
-with the name of the stream it came from, to a callback in the *calling* thread as soon as it
-arrives (so an exception such as ``KeyboardInterrupt`` raised there, or by a notebook
+started with ``start_new_session=True``; its stdout and stderr are read by one thread each (so a
+stderr line is never cut in two by a stdout write), and every line is handed, with the name of the
+stream it came from, to a callback in the *calling* thread as soon as it arrives (so an exception such as ``KeyboardInterrupt`` raised there, or by a notebook
 interrupt, reaches the caller).
 
 Horovod's Gloo launcher starts every rank in a session of its own, so killing our process

@@ -6,7 +6,8 @@ environment plus the entry's ``env``), and forwards every line as ``[i]<stdout>:
 ``[i]<stderr>:text`` — the tags of Horovod's Gloo launcher, so :mod:`course_lib.runner.runlog`
 parses them. When one worker fails, the others get SIGTERM, then SIGKILL
 (:func:`course_lib.runner.procs.watchdog.end_tree`; a collective would otherwise wait for the dead one), and
-the supervisor exits with the failed worker's status (128 + signal when it was killed). :func:`course_lib.runner.multiworker.run_workers` starts it
+the supervisor exits with the failed worker's status (128 + signal when it was killed).
+:func:`course_lib.runner.multiworker.run_workers` starts it (:func:`course_lib.runner.launchers.workers` builds its spec)
 and owns the streaming, time-out and clean-up of the whole process tree.
 
 Introduced in notebooks/06_beyond_one_machine.ipynb.
