@@ -2,23 +2,13 @@
 
 The engine (:func:`course_lib.runner.run.run`) does the same for every launch: it checks the shared options
 and the script, places the workers, holds their slots, streams the lines and returns a ``RunResult``. What
-differs from one launcher to the next is written here, once each, as a :class:`Launcher`:
-
-==============  =====================================  ===========================  ===============================
-launcher        command                                line format                  its own options
-==============  =====================================  ===========================  ===============================
-``horovodrun``  ``horovodrun -np N [--gloo|--mpi]``    ``[1]<stdout>:`` (Gloo),     :class:`Horovodrun` (hosts,
-                                                       ``[1,0]<stdout>:`` (MPI)     controller, extra arguments)
-elastic         ``horovodrun --min-np --max-np ...``   ``[1]<stdout>:``             :class:`Elastic`
-``mpirun``      ``mpirun -np N -H hosts --tag-output`` ``[1,0]<stdout>:``           ``hosts``
-``torchrun``    ``torch.distributed.run --standalone`` ``[default1]:``              extra torchrun arguments
-``python``      ``python script``                      none (every line rank 0)     none
-workers         the supervisor of N ``python``         ``[1]<stdout>:``             one environment per worker
-==============  =====================================  ===========================  ===============================
-
-A description builds its command from :class:`Ranks` (the interpreter, the worker count, the rank's program and,
-when the run is placed on this machine, the rank wrapper in front of it) and may check its own options first
-(:attr:`Launcher.check`, given the worker count, before anything is placed or started).
+differs from one launcher to the next is written here, once each, as a :class:`Launcher` (its name, its
+command, its rank-prefix line format of :data:`LINE_FORMATS`, its own checks): :func:`horovodrun`
+(``horovodrun -np N``, options :class:`Horovodrun`), :func:`elastic` (``--min-np/--max-np``, :class:`Elastic`),
+:func:`mpirun`, :func:`torchrun`, :func:`python` (one process) and :func:`workers` (several python processes
+under the supervisor). A description builds its command from :class:`Ranks` (the interpreter, the worker
+count, the rank's program and, when the run is placed on this machine, the rank wrapper in front of it) and
+may check its own options first (given the worker count, before anything is placed or started).
 
 Introduced in notebooks/03_horovod.ipynb (horovodrun; notebook 06 the others, notebook 07 torchrun).
 """
@@ -118,18 +108,12 @@ class Horovodrun:
 
 @dataclass(frozen=True)
 class Elastic:
-    """``run_elastic``'s own options (the run starts with ``workers`` and keeps going with any number between
-    ``min_workers`` and ``max_workers``).
-
-    Attributes:
-        min_workers, max_workers: Lower and upper number of workers.
-        hosts: ``host:slots,...`` the discovery script reports (``DISCOVER_HOSTS``).
-        discovery_script: Executable that prints ``host:slots`` lines (polled every second).
-        network_interface: Interface for Gloo (``"lo"`` on one machine); None: Horovod's choice.
-        cooldown_range: ``(low, high)`` seconds before a blacklisted host may return; None: never.
-        elastic_timeout: Seconds to wait for ``min_workers`` after a failure.
-        extra_args: More ``horovodrun`` arguments, placed before the script.
-    """
+    """``run_elastic``'s own options: it starts with ``workers`` and keeps going with ``min_workers`` to
+    ``max_workers``; ``hosts`` is what the discovery script (an executable printing ``host:slots`` lines, polled
+    every second) reports (``DISCOVER_HOSTS``); ``network_interface`` Gloo's (``"lo"`` on one machine; None:
+    Horovod's choice); ``cooldown_range`` the ``(low, high)`` seconds before a blacklisted host may return (None:
+    never); ``elastic_timeout`` the seconds to wait for ``min_workers`` after a failure; ``extra_args`` more
+    ``horovodrun`` arguments, placed before the script."""
 
     min_workers: int = 1
     max_workers: int = 2
@@ -183,15 +167,9 @@ def build_mpirun_command(program: Sequence[str], *, num_workers: int, hosts: str
 
 def build_torchrun_command(python: str, num_workers: int, program: Sequence[str], *, log_dir: str,
                            wrapper: Sequence[str] = (), extra: Sequence[str] = ()) -> list[str]:
-    """The ``torchrun`` argument list (no validation).
-
-    Args:
-        python: The interpreter with torch (it runs torchrun; without ``wrapper`` it also runs the ranks).
-        program: ``[script, *args]``.
-        log_dir: torchrun's ``--log-dir`` (its per-rank copies of the output).
-        wrapper: The rank wrapper of a placed run; the ranks are then ``wrapper python script args`` (``--no-python``).
-        extra: More torchrun arguments (``--max-restarts 1``), placed before the program.
-    """
+    """The ``torchrun`` argument list (no validation): ``python`` (with torch) runs torchrun, and the ranks
+    ``[script, *args]`` (``program``), behind ``wrapper`` when the run is placed (``--no-python``); ``log_dir`` is
+    torchrun's ``--log-dir``, ``extra`` more torchrun arguments (``--max-restarts 1``) before the program."""
     command = [python, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
                "--nproc-per-node", str(num_workers), "--tee", "3", "--log-dir", log_dir, *extra]
     if wrapper:

@@ -1,9 +1,8 @@
 """Checks made before anything is launched: inputs, slots, horovodrun, mpirun, ports, worker ranges.
 
-Every check raises :class:`LaunchError` with one message that says what is wrong and how to fix
-it. Used by :mod:`course_lib.runner.launch`, which re-exports ``LaunchError`` and ``find_horovodrun``,
-and by :mod:`course_lib.runner.multiworker` (ports, elastic worker ranges). Facts about the machine are
-not decided here: what it can run is :func:`course_lib.training.machine.capacity.machine_capacity` (:func:`capacity`
+Every check raises :class:`LaunchError` with one message that says what is wrong and how to fix it. Used by
+the engine (:mod:`course_lib.runner.run`), the launchers' descriptions (:mod:`course_lib.runner.launchers`: hosts,
+ports, elastic worker ranges) and the slots. Facts about the machine are not decided here: what it can run is :func:`course_lib.training.machine.capacity.machine_capacity` (:func:`capacity`
 checks a launch's ``device`` and ``$COURSE_SLOTS`` against it and turns its refusal into ``LaunchError``) and
 how many GPUs it has is :func:`course_lib.training.machine.hardware.gpu_count`.
 
@@ -85,14 +84,8 @@ def parse_hosts(hosts: str | None, workers: int) -> tuple[tuple[str, int], ...]:
 
 
 def find_horovodrun(python: str = sys.executable) -> str:
-    """Locate ``horovodrun``: next to ``python``, next to ``sys.executable``, then on PATH.
-
-    Args:
-        python: The interpreter the ranks will run (its ``bin/`` is searched first, since a
-            notebook kernel's PATH often lacks the virtualenv's ``bin/``).
-
-    Returns:
-        The absolute path of ``horovodrun``.
+    """The absolute path of ``horovodrun``: next to ``python`` (the ranks' interpreter: a notebook kernel's PATH
+    often lacks its virtualenv's ``bin/``), next to ``sys.executable``, then on PATH.
 
     Raises:
         LaunchError: If it is found nowhere; the message says how to install Horovod.
@@ -213,7 +206,7 @@ def check_env(env: Any) -> dict[str, str] | None:
 
 
 def check_common(timeout: float | None, show: str, output: Any, python: str) -> str:
-    """Check the arguments shared by ``run_horovod`` and ``run_python``.
+    """Check the shared options every launcher takes (:class:`course_lib.runner.run.RunOptions`).
 
     Returns:
         The absolute path of the ``python`` interpreter.
