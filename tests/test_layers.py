@@ -108,6 +108,29 @@ def test_the_process_tier_imports_only_itself(tmp_path: Path) -> None:
     assert any("runner.slots" in problem for problem in process_tier_problems(scratch))
 
 
+def arrows_and_floors(root: Path, place: str) -> tuple[int, int]:
+    """Module-to-module arrows inside ``place`` (lazy and TYPE_CHECKING imports included) and its floors (the
+    longest chain of arrows, counted in modules)."""
+    edges, _ = graph(root, PACKAGE)
+    inside = lambda name: name == place or name.startswith(place + ".")  # noqa: E731
+    arrows = {(e.source, e.target) for source, found in edges.items() if inside(source) and source != place
+              for e in found if inside(e.target) and e.target != source}
+    floor: dict[str, int] = {}
+
+    def height(module: str) -> int:
+        if module not in floor:
+            floor[module] = 1 + max((height(t) for s, t in arrows if s == module), default=0)
+        return floor[module]
+
+    return len(arrows), max((height(m) for m in modules(root, PACKAGE) if inside(m) and m != place), default=0)
+
+
+def test_the_runner_stays_shallow() -> None:
+    """Issue 54: two tiers and one engine took the runner from 6 floors and 28 arrows to 5 and 20; no more."""
+    arrows, floors = arrows_and_floors(ROOT, f"{PACKAGE}.runner")
+    assert floors <= 5 and arrows <= 20, (floors, arrows)
+
+
 def test_the_graph_sees_the_imports_of_today() -> None:
     """Edges written in the forms the old check dropped are in the graph (a guard against a blind reader)."""
     edges, _ = graph(ROOT, PACKAGE)
