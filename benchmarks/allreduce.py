@@ -75,13 +75,15 @@ def run_section(chosen: Sequence[Setting], *, rounds: int, repeats: int, probe_r
             printer(f"[section 10, round {r + 1} of {rounds}] {name}")
             try:
                 if name == "probe":
-                    result = launch.run_horovod(PROBE, 2, ["--json", "--rounds", str(probe_rounds)], controller="mpi",
+                    result = launch.run_horovod(PROBE, ["--json", "--rounds", str(probe_rounds)], workers=2,
+                                                horovodrun=launch.Horovodrun(controller="mpi"),
                                                 show="none", timeout=timeout_s, cwd=REPO)
                     found = {_key(e["what"], e["transport"], int(e["bytes"])): sum(e["seconds"]) / len(e["seconds"])
                              for _, e in result.events if e.get("event") == "transport"}
                 else:
                     s = by_name[name]
-                    result = launch.run_horovod(BENCH, 2, ["--json", "--repeats", str(repeats)], controller=s.controller,
+                    result = launch.run_horovod(BENCH, ["--json", "--repeats", str(repeats)], workers=2,
+                                                horovodrun=launch.Horovodrun(controller=s.controller),
                                                 env={"TF_CPP_MIN_LOG_LEVEL": "2", **s.env}, show="none",
                                                 timeout=timeout_s, cwd=REPO)
                     found = {str(int(e["bytes"])): float(e["median_s"]) for _, e in result.events

@@ -246,17 +246,17 @@ def run_variant(variant: Variant, data_path: Path, timeout_s: float) -> rounds.M
     other = {"python": variant.python} if variant.python else {}
     try:
         if variant.launcher == "horovod":
-            result = launch.run_horovod(variant.script, variant.workers, args,
-                                        controller=variant.controller, env=env, timeout=timeout_s,
-                                        extra_horovodrun_args=variant.horovodrun_args,
-                                        show="all" if idle else "rank0", output=_printer,
+            result = launch.run_horovod(variant.script, args, workers=variant.workers,
+                                        horovodrun=launch.Horovodrun(controller=variant.controller,
+                                                                     extra_args=variant.horovodrun_args),
+                                        env=env, timeout=timeout_s, show="all" if idle else "rank0", output=_printer,
                                         cwd=REPO, **other)
         else:
             # A one-process variant (the ceiling) holds every core and runs on them: placed on one slot, its
             # threads would share one core while the Horovod variants it is compared with have two.
             from course_lib.training.machine.hardware import cpu_cores
             result = launch.run_python(variant.script, args, env=env, timeout=timeout_s, output=_printer,
-                                       cwd=REPO, slots=variant.slots or cpu_cores(), **other)
+                                       cwd=REPO, workers=variant.slots or cpu_cores(), **other)
     except launch.RunFailedError as exc:
         print(f"!! {variant.label} failed: {exc}", file=sys.stderr, flush=True)
         return math.nan, None
@@ -311,7 +311,7 @@ def run_in_process(command: str, settings: Settings, data_path: Path) -> dict:
         # Every core: its fits use TensorFlow's default threading and the CPU clock expects every core busy (on
         # one slot the process was pinned to one core and every round read "machine idle 49 %").
         result = launch.run_python(IN_PROCESS, args, timeout=settings.timeout_s, output=_printer,
-                                   cwd=REPO, slots=cpu_cores())
+                                   cwd=REPO, workers=cpu_cores())
     except launch.RunFailedError as exc:
         print(f"!! in_process.py {command} failed: {exc}", file=sys.stderr, flush=True)
         return {}

@@ -22,15 +22,16 @@ and each layer's imports as ``tests/test_layers.MAY_IMPORT`` enforces them.
     fault drills read from its multi-worker scripts) and ``idx_arrays`` (the Fashion-MNIST files read with NumPy
     alone: notebook 07's PyTorch and JAX scripts).
 ``runner/`` (imports training)
-    Starting training processes from a notebook: ``launch`` (``run_horovod``, ``run_python``),
+    Starting training processes from a notebook, in two tiers and one engine: the public launchers
+    ``launch`` (``run_horovod``, ``run_python``), ``multiworker`` (elastic Horovod, several python workers,
+    mpirun) and ``torchrun`` (PyTorch's launcher, notebook 07), one signature for all; ``run`` (the one
+    engine: check, place, hold slots, stream, parse), ``launchers`` (one description per launcher),
+    ``preflight`` (input checks), ``slots`` (what a launch holds: its placement, the machine-wide queue and
+    grants), ``runlog`` (rank prefixes and JSON lines into a RunResult), ``place_rank`` (the rank wrapper),
     ``horovodrun`` (horovodrun without its per-launch build check), ``gloo_rendezvous`` (Horovod's Gloo
-    rendezvous server fixed for restarts), ``options`` (the launchers' shared keywords; ``Launch``, the launch as one value), ``preflight`` (input
-    checks), ``execute`` (the launchers' shared glue), ``slots`` (what a launch holds: its placement, the
-    machine-wide queue and grants),
-    ``place_rank`` (the rank wrapper), ``processes`` and ``watchdog`` (process groups and clean-up),
-    ``runlog`` (rank prefixes and JSON lines into a RunResult), ``multiworker`` and ``supervise``
-    (elastic Horovod, several python workers, mpirun), ``faults`` (notebook 06's drills) and ``torchrun``
-    (PyTorch's launcher through the course's, notebook 07).
+    rendezvous server fixed for restarts), ``faults`` (notebook 06's drills); under them the process tier
+    ``procs.processes``, ``procs.watchdog`` and ``procs.supervise`` (argv, deadline, stop, grace, process
+    groups and clean-up; nothing of launchers, slots or options).
 ``lessons/`` (imports training, runner)
     Helpers of the notebooks, one package per notebook topic with its self-checks (``checks``) beside its
     helpers, and ``common/`` for what two or more topics use; no topic imports another, ``common`` imports no

@@ -17,8 +17,8 @@ per-round values, so that a notebook can put an interval on it (notebooks/05_com
 How to run (2 ranks on this machine; the course's launcher holds the slots and pins each rank to its core)::
 
     horovodrun -np 2 --mpi python source_code/transport_probe.py --json
-    python -c "from course_lib.runner import launch; launch.run_horovod('source_code/transport_probe.py', 2, \
-        ['--json'], controller='mpi')"
+    python -c "from course_lib.runner import launch; launch.run_horovod('source_code/transport_probe.py', ['--json'], \
+        workers=2, horovodrun=launch.Horovodrun(controller='mpi'))"
 """
 
 from __future__ import annotations

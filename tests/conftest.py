@@ -325,7 +325,7 @@ def no_leftover_processes(request: pytest.FixtureRequest) -> Iterator[None]:
     if ours:
         pytest.fail(f"{request.module.__name__} left {len(ours)} process(es) running: "
                     + "; ".join(item.describe() for item in ours)
-                    + ". Every launch must end all its processes (runner.watchdog / "
+                    + ". Every launch must end all its processes (runner.procs.watchdog / "
                     "processes.terminate); find the test that started them.", pytrace=False)
 
 

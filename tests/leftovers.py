@@ -25,8 +25,8 @@ MARKER = "COURSE_TEST_SESSION"
 #: Process names of MPI daemons and launchers (Open MPI 4: orted; Open MPI 5 / PRRTE: prted, prterun).
 NAMES = frozenset({"orted", "prted", "prterun", "mpirun", "mpiexec", "horovodrun"})
 #: Command-line pieces of course processes: launchers, watchdogs, supervisors and scripts.
-COMMAND_MARKS = ("horovodrun", "course_lib/runner/watchdog.py", "course_lib.runner.supervise",
-                 "course_lib/runner/supervise.py", "source_code/", "tests/scripts/")
+COMMAND_MARKS = ("horovodrun", "course_lib/runner/procs/watchdog.py", "course_lib.runner.procs.supervise",
+                 "course_lib/runner/procs/supervise.py", "source_code/", "tests/scripts/")
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import psutil
 import pytest
 
 from course_lib.lessons.communication import allreduce_model
-from course_lib.runner.launch import run_horovod
+from course_lib.runner.launch import Horovodrun, run_horovod
 from flag_runs import run_flag_sets
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,11 +86,11 @@ def bench_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     MPI benchmark, run by nbval."""
     mark = f"bench-{uuid.uuid4().hex}"
     timeline = tmp_path_factory.mktemp("bench") / f"{mark}.json"
-    result = run_horovod(BENCH, 2, ["--json", "--min-bytes", "4096", "--max-bytes", "1048576",
+    result = run_horovod(BENCH, ["--json", "--min-bytes", "4096", "--max-bytes", "1048576",
                                     "--repeats", "2", "--warmup", "1", "--rounds", "2", "--cycle-times", "1,25",
-                                    "--dispatch", "eager,function"],
+                                    "--dispatch", "eager,function"], workers=2,
                          env={"TF_CPP_MIN_LOG_LEVEL": "2"},
-                         extra_horovodrun_args=["--timeline-filename", str(timeline)],
+                         horovodrun=Horovodrun(extra_args=["--timeline-filename", str(timeline)]),
                          show="none", timeout=240, cwd=ROOT)
     return {"result": result, "mark": mark, "timeline": timeline}
 

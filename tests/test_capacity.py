@@ -257,3 +257,25 @@ def test_a_rank_without_a_grant_claims_a_free_gpu_by_its_nvidia_smi_index(tmp_pa
 
         while len(placement._claims) > before:
             os.close(placement._claims.pop())
+
+
+# -- the device rule, written once (issue 54), and a plan resized for one run ---------------------------
+@pytest.mark.parametrize("workers, gpu_slots, device", [(2, 0, "cpu"), (2, 1, "cpu"), (1, 1, "gpu"), (2, 2, "gpu"),
+                                                        (3, 2, "cpu"), (8, 8, "gpu")])
+def test_the_device_rule_is_gpus_only_with_one_per_worker(workers, gpu_slots, device):
+    assert capacity.device_for(workers, gpu_slots) == device
+
+
+def test_a_plan_resized_for_one_run_keeps_its_device_while_each_worker_has_a_slot():
+    gpu_plan = capacity.plan_workers(gpus=2, cores=8, slots_env="")
+    assert (gpu_plan.device, gpu_plan.workers) == ("gpu", 2)
+    baseline = gpu_plan.with_workers(1)
+    assert (baseline.device, baseline.workers, baseline.oversubscribe) == ("gpu", 1, False)
+    three = gpu_plan.with_workers(3, oversubscribe=True)     # 3 ranks on 2 GPUs: CPU processes (the rule)
+    assert (three.device, three.oversubscribe) == ("cpu", True)
+    cpu_plan = capacity.plan_workers(gpus=1, cores=2, slots_env="")   # 1 GPU: the lesson runs on CPU cores
+    assert cpu_plan.device == "cpu" and cpu_plan.with_workers(1).device == "cpu"  # its baseline too
+    assert cpu_plan.with_workers(3).oversubscribe and cpu_plan.with_workers(3).ideal_efficiency == 2 / 3
+    assert not cpu_plan.with_workers(2).oversubscribe
+    with pytest.raises(ValueError, match="workers must be an int >= 0"):
+        cpu_plan.with_workers(-1)

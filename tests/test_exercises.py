@@ -177,7 +177,7 @@ def _run(script: Path, args: list[str] = TINY):
 
     from course_lib.runner import launch
 
-    result = launch.run_horovod(script, 2, args, timeout=300, show="all", output=lambda line: None,
+    result = launch.run_horovod(script, args, workers=2, timeout=300, show="all", output=lambda line: None,
                                 cwd=ROOT, check=False)
     alive = [pid for pid in result.pids if psutil.pid_exists(pid)
              and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]

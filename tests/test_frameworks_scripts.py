@@ -80,13 +80,13 @@ def test_ddp_two_ranks_identical_weights_every_image_once_and_an_exact_resume(tm
     from course_lib.runner.torchrun import run_torchrun
 
     ckpt = ["--checkpoint-dir", str(tmp_path / "ckpt")]
-    first = run_torchrun(CODE / "ddp_fmnist.py", 2, [*TINY, "--epochs", "1", *ckpt], python=fw(), timeout=300,
+    first = run_torchrun(CODE / "ddp_fmnist.py", [*TINY, "--epochs", "1", *ckpt], workers=2, python=fw(), timeout=300,
                          show="none")
     assert frameworks.identical_weights(first, 2)
     cov = check_coverage(first)
     assert cov.ok and cov.readers == 2, cov
     assert first.config["steps_per_epoch"] == 5  # 516 ids (one padded) over 2 ranks, 64 per step
-    again = run_torchrun(CODE / "ddp_fmnist.py", 2, [*TINY, "--epochs", "2", *ckpt], python=fw(), timeout=300,
+    again = run_torchrun(CODE / "ddp_fmnist.py", [*TINY, "--epochs", "2", *ckpt], workers=2, python=fw(), timeout=300,
                          show="none")
     resume = next(e for _, e in again.events if e["event"] == "resume")
     assert resume["epoch"] == 1 and resume["digest"] == first.checkpoints[-1]["digest"]

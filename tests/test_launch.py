@@ -20,11 +20,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from course_lib.runner import launch, processes
+from course_lib.runner import launch, launchers
 from course_lib.runner.launch import (
-    LaunchError, RunFailedError, RunStoppedError, RunTimeoutError, run_horovod, run_python)
-from course_lib.runner.options import Launch
-from course_lib.runner.processes import stream_command
+    Horovodrun, LaunchError, RunFailedError, RunStoppedError, RunTimeoutError, run_horovod, run_python)
+from course_lib.runner.procs import processes
+from course_lib.runner.procs.processes import ProcessSpec, stream_command
+from course_lib.runner.run import RunOptions
 from course_lib.runner.runlog import RunResult, parse_line
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -106,12 +107,12 @@ def test_a_line_that_lands_inside_a_pseudo_terminal_ranks_line_is_cut_out_again(
 def test_the_launcher_shows_and_records_a_line_that_landed_inside_another_ranks_line():
     import sys as _sys
 
-    from course_lib.runner.execute import execute
+    from course_lib.runner.run import execute
 
     text = '[1]<stdout>:{"event": "epoch", "epoch": 3}\r[0]<stdout>:epoch 3: shown\n[1]<stdout>:\n'
     shown: list[str] = []
-    result = execute(Launch(python=_sys.executable, output=shown.append, timeout=30,
-                            command=(_sys.executable, "-c", f"import sys; sys.stdout.write({text!r})")))
+    result = execute((_sys.executable, "-c", f"import sys; sys.stdout.write({text!r})"),
+                     RunOptions(python=_sys.executable, output=shown.append, timeout=30))
     assert "epoch 3: shown" in shown  # rank 0's line, shown with show="rank0"
     assert result.lines_for_rank(0) == ["epoch 3: shown"]
     assert [event for _, event in result.events] == [{"event": "epoch", "epoch": 3}]
@@ -183,8 +184,8 @@ def test_stream_command_uses_the_injected_clock_for_the_timeout():
     got: list[str] = []
     code = "import time; print('up', flush=True); time.sleep(60)"
     # time stands still until the first line arrived, then jumps past the timeout
-    launch = Launch(python=sys.executable, command=(sys.executable, "-c", code), timeout=50,
-                    clock=lambda: 100.0 if got else 0.0, grace_s=(1.0, 1.0))
+    launch = ProcessSpec((sys.executable, "-c", code), timeout=50,
+                         clock=lambda: 100.0 if got else 0.0, grace_s=(1.0, 1.0))
     outcome = stream_command(launch, lambda line, stream: got.append(line))
     assert outcome.reason == "timeout" and got[0] == "up"  # then its SIGINT traceback
     assert outcome.duration_s == 100.0
@@ -205,20 +206,20 @@ def alive_pids(pids: list[int]) -> list[int]:
 
 # -- bad input: one clear error each, before anything is launched --------------------------------
 @pytest.mark.parametrize("kwargs, message", [
-    ({"num_workers": 0}, "num_workers=0 must be a positive int"),
-    ({"num_workers": True}, "num_workers=True must be a positive int"),
-    ({"num_workers": 2.0}, "num_workers=2.0 must be a positive int"),
+    ({"workers": 0}, "workers=0 must be a positive int"),
+    ({"workers": True}, "workers=True must be a positive int"),
+    ({"workers": 2.0}, "workers=2.0 must be a positive int"),
     ({"script_args": ["--epochs", 2]}, r"script_args\[1\] = 2 is a int, not a str"),
     ({"script_args": "--json"}, "sequence of strings, not one string"),
-    ({"hosts": "localhost"}, "'localhost' in 'localhost' is malformed"),
-    ({"hosts": "a:2,b:0"}, "'b:0' in 'a:2,b:0' is malformed"),
-    ({"hosts": "a:x"}, "slots a positive integer"),
-    ({"hosts": "localhost:1"}, "exceeds the 1 slots of hosts='localhost:1'"),
-    ({"controller": "nccl"}, "controller='nccl' must be 'gloo', 'mpi' or None"),
+    ({"horovodrun": Horovodrun(hosts="localhost")}, "'localhost' in 'localhost' is malformed"),
+    ({"horovodrun": Horovodrun(hosts="a:2,b:0")}, "'b:0' in 'a:2,b:0' is malformed"),
+    ({"horovodrun": Horovodrun(hosts="a:x")}, "slots a positive integer"),
+    ({"horovodrun": Horovodrun(hosts="localhost:1")}, "exceeds the 1 slots of hosts='localhost:1'"),
+    ({"horovodrun": Horovodrun(controller="nccl")}, "controller='nccl' must be 'gloo', 'mpi' or None"),
     ({"show": "rank1"}, "show='rank1' must be one of"),
     ({"timeout": 0}, "timeout=0 must be a positive number"),
     ({"output": 42}, "output=42 must be None"),
-    ({"extra_horovodrun_args": [1]}, r"extra_horovodrun_args\[0\] = 1 is a int"),
+    ({"horovodrun": Horovodrun(extra_args=[1])}, r"extra_horovodrun_args\[0\] = 1 is a int"),
     ({"env": {"A": 1}}, r"env\['A'\] = 1 is a int, not a str; .*env=\{'A': '1'\}"),
     ({"env": {"A=B": "1"}}, "bad variable name 'A=B'"),
     ({"env": ["A"]}, "must be a dict of environment variables"),
@@ -229,21 +230,21 @@ def test_bad_input_is_rejected_with_a_clear_message(kwargs, message, monkeypatch
 
     monkeypatch.setattr(processes, "stream_command", must_not_start)
     monkeypatch.setattr("course_lib.training.machine.capacity.cpu_core_ids", lambda: (0, 1, 2, 3))
-    call = {"script": SLEEP, "num_workers": 2, **kwargs}
+    call = {"script": SLEEP, "workers": 2, **kwargs}
     with pytest.raises(LaunchError, match=message):
         run_horovod(**call)
 
 
 def test_missing_script_shows_its_path(tmp_path):
     with pytest.raises(LaunchError, match=f"script not found: {tmp_path / 'nope.py'}"):
-        run_horovod("nope.py", 1, cwd=tmp_path)
+        run_horovod("nope.py", workers=1, cwd=tmp_path)
     with pytest.raises(LaunchError, match="script not found"):
         run_python(tmp_path / "nope.py")
 
 
 def test_a_folder_given_as_script_is_named_a_folder(tmp_path):
     with pytest.raises(LaunchError, match=f"script {tmp_path} is a folder, not a Python file"):
-        run_horovod(tmp_path, 1)
+        run_horovod(tmp_path, workers=1)
     with pytest.raises(LaunchError, match="is a folder"):
         run_python(".", cwd=tmp_path)
     with pytest.raises(LaunchError, match=r"env\['A'\] = 1 is a int"):
@@ -255,7 +256,7 @@ def test_too_many_workers_says_how_to_oversubscribe(monkeypatch):
     monkeypatch.setattr("course_lib.runner.slots.gpu_count", lambda: 0)
     with pytest.raises(LaunchError, match=r"exceeds the 2 slots of this machine \(2 CPU cores \(0, 1\)\)"
                                           ".*pass oversubscribe=True"):
-        run_horovod(SLEEP, 3)
+        run_horovod(SLEEP, workers=3)
 
 
 def test_missing_horovodrun_says_how_to_install(tmp_path, monkeypatch):
@@ -266,13 +267,13 @@ def test_missing_horovodrun_says_how_to_install(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(fake_bin))
     with pytest.raises(LaunchError, match="horovodrun was not found.*make setup.*"
                                           "HOROVOD_WITH_TENSORFLOW=1"):
-        run_horovod(SLEEP, 1, python=str(fake_bin / "python"))
+        run_horovod(SLEEP, workers=1, python=str(fake_bin / "python"))
 
 
 def test_mpi_without_mpirun_is_rejected(tmp_path, monkeypatch):
-    monkeypatch.setattr(launch, "find_horovodrun", lambda python: "/usr/bin/horovodrun")
+    monkeypatch.setattr(launchers, "find_horovodrun", lambda python: "/usr/bin/horovodrun")
     with pytest.raises(LaunchError, match="controller='mpi' needs Open MPI's mpirun"):
-        run_horovod(SLEEP, 1, controller="mpi", env={"PATH": str(tmp_path)})
+        run_horovod(SLEEP, workers=1, horovodrun=Horovodrun(controller="mpi"), env={"PATH": str(tmp_path)})
 
 
 def test_command_is_an_argument_list():
@@ -315,8 +316,8 @@ def test_gloo_run_streams_live_and_collects_records(tmp_path):
         if '"event": "config"' in line:
             go.touch()  # the ranks wait for this file: the run cannot end unless lines stream
 
-    res = run_horovod(JSON, 2, ["--epochs", "2", "--batch-size", "16", "--train-subset", "256",
-                                "--json", "--wait-for", str(go), "--marker", mark],
+    res = run_horovod(JSON, ["--epochs", "2", "--batch-size", "16", "--train-subset", "256",
+                             "--json", "--wait-for", str(go), "--marker", mark], workers=2,
                       output=on_line, on_event=events.append, env=ENV, timeout=240)
     ended = time.monotonic()
     assert res.returncode == 0
@@ -346,7 +347,7 @@ def test_gloo_run_streams_live_and_collects_records(tmp_path):
 def test_crashing_rank_is_named_with_its_traceback():
     mark = marker()
     with pytest.raises(RunFailedError, match="rank 1 failed") as info:
-        run_horovod(CRASH, 2, ["--marker", mark], output=lambda line: None, env=ENV,
+        run_horovod(CRASH, ["--marker", mark], workers=2, output=lambda line: None, env=ENV,
                     timeout=240)
     err = info.value
     assert err.rank == 1 and err.returncode != 0
@@ -368,7 +369,7 @@ def test_timeout_kills_even_ranks_that_ignore_sigint_and_sigterm():
         return 1000.0 if len(up) == 2 else 0.0
 
     with pytest.raises(RunTimeoutError, match="exceeded timeout=5 s") as info:
-        run_horovod(SLEEP, 2, ["--stubborn", "--marker", mark], timeout=5, show="all",
+        run_horovod(SLEEP, ["--stubborn", "--marker", mark], workers=2, timeout=5, show="all",
                     output=on_line, grace_s=(1.0, 1.0), clock=clock)
     assert sum("sleeping" in line for line in info.value.result.log) == 2
     assert_nothing_left(mark, info.value.result)
@@ -384,7 +385,7 @@ def test_interrupt_from_the_output_callback_cleans_up_and_propagates():
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        run_horovod(SLEEP, 2, ["--marker", mark], output=on_line, show="all", timeout=120)
+        run_horovod(SLEEP, ["--marker", mark], workers=2, output=on_line, show="all", timeout=120)
     assert_nothing_left(mark)
 
 
@@ -406,8 +407,8 @@ def test_sigint_during_an_mpi_run_cleans_up_and_propagates():
             threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()  # as Jupyter does
 
     with pytest.raises(KeyboardInterrupt):
-        run_horovod(SLEEP, 2, ["--marker", mark], controller="mpi", output=on_line,
-                    show="all", timeout=120)
+        run_horovod(SLEEP, ["--marker", mark], workers=2, horovodrun=Horovodrun(controller="mpi"),
+                    output=on_line, show="all", timeout=120)
     assert started.is_set()
     assert_nothing_left(mark)
 
@@ -422,7 +423,7 @@ def test_stop_event_from_another_thread():
             threading.Timer(0.2, stop.set).start()
 
     with pytest.raises(RunStoppedError, match="stopped on request") as info:
-        run_horovod(SLEEP, 2, ["--marker", mark], output=on_line, stop_event=stop, timeout=120)
+        run_horovod(SLEEP, ["--marker", mark], workers=2, output=on_line, stop_event=stop, timeout=120)
     assert_nothing_left(mark, info.value.result)
 
 
@@ -436,26 +437,58 @@ def test_stderr_lines_are_shown_on_stderr(tmp_path, capsys) -> None:
     assert any("to stderr" in line for line in result.log)
 
 
-def test_every_launcher_takes_the_same_options_and_names_a_misspelt_one(monkeypatch):
-    """The shared keywords are declared once (course_lib.runner.options.RunOptions)."""
+def test_every_launcher_takes_the_same_options_and_refuses_a_misspelt_one(monkeypatch):
+    """The shared keywords are declared once (course_lib.runner.run.RunOptions), every launcher checks them the same
+    way, and a misspelt one is refused before anything starts (no ``**kwargs`` to hide it)."""
     from course_lib.runner import multiworker
-    from course_lib.runner.options import OPTION_NAMES
+    from course_lib.runner.run import OPTION_NAMES
 
     def must_not_start(*args, **kwargs):
         raise AssertionError("a process was started despite bad input")
 
     monkeypatch.setattr(processes, "stream_command", must_not_start)
-    calls = [lambda **kw: run_horovod(SLEEP, 1, **kw), lambda **kw: run_python(SLEEP, **kw),
+    calls = [lambda **kw: run_horovod(SLEEP, workers=1, **kw), lambda **kw: run_python(SLEEP, **kw),
              lambda **kw: multiworker.run_mpirun(SLEEP, **kw),
              lambda **kw: multiworker.run_elastic(SLEEP, **kw),
-             lambda **kw: multiworker.run_workers(SLEEP, worker_envs=[{}], timeout=5, **kw),
+             lambda **kw: multiworker.run_workers(SLEEP, workers=1, worker_envs=[{}], timeout=5, **kw),
              lambda **kw: multiworker.run_multiworker(SLEEP, **kw)]
     for call in calls:
-        with pytest.raises(LaunchError, match="unknown keyword 'timout'; did you mean 'timeout'"):
+        with pytest.raises(TypeError, match="unexpected keyword argument 'timout'"):
             call(timout=5)
         with pytest.raises(LaunchError, match="show='some'"):
             call(show="some")
-    assert {"timeout", "env", "output", "device", "oversubscribe", "wait_for_slots"} <= OPTION_NAMES
+    assert {"timeout", "env", "output", "wait_for_slots"} <= set(OPTION_NAMES)
+
+
+def test_the_public_launchers_have_one_signature():
+    """run_<launcher>(script, script_args=(), *, workers: WorkerPlan | int, <the shared options>, <at most one option
+    of its own>): the same parameters, kinds and annotations on every front door (issue 54)."""
+    import inspect
+
+    from course_lib.runner import multiworker, torchrun
+    from course_lib.runner.run import OPTION_NAMES, RunOptions
+
+    launchers_ = [launch.run_horovod, launch.run_python, multiworker.run_elastic, multiworker.run_workers,
+                  multiworker.run_multiworker, multiworker.run_mpirun, torchrun.run_torchrun]
+    shared = ["script", "script_args", "workers", *OPTION_NAMES]
+    reference = inspect.signature(launch.run_horovod).parameters
+    for function in launchers_:
+        parameters = inspect.signature(function).parameters
+        names = list(parameters)
+        assert names[:len(shared)] == shared, function.__name__
+        own = names[len(shared):]
+        assert len(own) <= 1, (function.__name__, own)  # at most one option of its own
+        for name in shared:
+            mine, theirs = parameters[name], reference[name]
+            assert (mine.kind, mine.annotation) == (theirs.kind, theirs.annotation), (function.__name__, name)
+        assert parameters["workers"].annotation == "WorkerPlan | int"
+        assert all(parameters[name].kind is inspect.Parameter.KEYWORD_ONLY for name in names[2:])
+        assert not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+        for name in own:
+            assert parameters[name].annotation not in ("", inspect.Parameter.empty), (function.__name__, name)
+    # the shared options carry the same annotations as RunOptions declares them
+    for name in OPTION_NAMES:
+        assert reference[name].annotation == RunOptions.__dataclass_fields__[name].type, name
 
 
 def test_a_failed_rank_is_named_with_its_host():

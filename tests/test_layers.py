@@ -166,6 +166,51 @@ def test_scripts_import_only_the_training_layer() -> None:
     assert script_problems(ROOT) == []
 
 
+#: The runner's process tier (issue 54): argv, env, cwd, deadline, stop, grace, process groups. Under everything else of
+#: the runner, it imports only itself (no launcher, slots, options or machine facts).
+PROCESS_TIER = f"{PACKAGE}.runner.procs"
+
+
+def process_tier_problems(root: Path) -> list[str]:
+    """Every import from ``runner/procs/`` of a module outside it."""
+    edges, _ = graph(root, PACKAGE)
+    return [f"{source}:{edge.line} imports {edge.target}: the process tier knows no launcher, slots or options"
+            for source, found in edges.items() if source == PROCESS_TIER or source.startswith(PROCESS_TIER + ".")
+            for edge in found if not (edge.target == PROCESS_TIER or edge.target.startswith(PROCESS_TIER + "."))]
+
+
+def test_the_process_tier_imports_only_itself(tmp_path: Path) -> None:
+    assert process_tier_problems(ROOT) == []
+    scratch = tmp_path / "copy"
+    shutil.copytree(ROOT / PACKAGE, scratch / PACKAGE, ignore=shutil.ignore_patterns("__pycache__"))
+    planted = scratch / PACKAGE / "runner" / "procs" / "processes.py"
+    planted.write_text(planted.read_text() + "\n\ndef planted():\n    from course_lib.runner.slots import acquire\n")
+    assert any("runner.slots" in problem for problem in process_tier_problems(scratch))
+
+
+def arrows_and_floors(root: Path, place: str) -> tuple[int, int]:
+    """Module-to-module arrows inside ``place`` (lazy and TYPE_CHECKING imports included) and its floors (the
+    longest chain of arrows, counted in modules)."""
+    edges, _ = graph(root, PACKAGE)
+    inside = lambda name: name == place or name.startswith(place + ".")  # noqa: E731
+    arrows = {(e.source, e.target) for source, found in edges.items() if inside(source) and source != place
+              for e in found if inside(e.target) and e.target != source}
+    floor: dict[str, int] = {}
+
+    def height(module: str) -> int:
+        if module not in floor:
+            floor[module] = 1 + max((height(t) for s, t in arrows if s == module), default=0)
+        return floor[module]
+
+    return len(arrows), max((height(m) for m in modules(root, PACKAGE) if inside(m) and m != place), default=0)
+
+
+def test_the_runner_stays_shallow() -> None:
+    """Issue 54: two tiers and one engine took the runner from 6 floors and 28 arrows to 5 and 20; no more."""
+    arrows, floors = arrows_and_floors(ROOT, f"{PACKAGE}.runner")
+    assert floors <= 5 and arrows <= 20, (floors, arrows)
+
+
 def test_the_graph_sees_the_imports_of_today() -> None:
     """Edges written in the forms the old check dropped are in the graph (a guard against a blind reader)."""
     edges, _ = graph(ROOT, PACKAGE)

@@ -87,6 +87,7 @@ def _launch(script: Path, checkpoint_dir: Path, stop_at: str | None = None):
     import psutil
 
     from course_lib.runner import launch
+    from course_lib.training.machine.capacity import plan_workers
 
     stop = threading.Event()
 
@@ -95,8 +96,9 @@ def _launch(script: Path, checkpoint_dir: Path, stop_at: str | None = None):
             stop.set()
 
     try:
-        run = launch.run_horovod(script, 2, [*RESUME, "--checkpoint-dir", str(checkpoint_dir)], cwd=ROOT,
-                                 timeout=300, output=watch, stop_event=stop, oversubscribe=True)
+        run = launch.run_horovod(script, [*RESUME, "--checkpoint-dir", str(checkpoint_dir)], cwd=ROOT,
+                                 workers=plan_workers().with_workers(2, oversubscribe=True),
+                                 timeout=300, output=watch, stop_event=stop)
     except launch.RunStoppedError as stopped:
         assert stop_at is not None, stopped
         run = stopped.result

@@ -112,13 +112,13 @@ def test_run_workers_bad_input(kwargs, message):
 ])
 def test_run_elastic_bad_input(kwargs, message):
     with pytest.raises(LaunchError, match=message):
-        mw.run_elastic(ROOT / "source_code" / "horovod_fmnist_elastic.py", **kwargs)
+        mw.run_elastic(ROOT / "source_code" / "horovod_fmnist_elastic.py", elastic=mw.Elastic(**kwargs))
 
 
 def test_elastic_command_is_complete():
-    elastic = mw.Elastic(num_workers=2, min_workers=1, max_workers=2, discovery_script=Path("/d.sh"),
+    elastic = mw.Elastic(min_workers=1, max_workers=2, discovery_script=Path("/d.sh"),
                          network_interface="lo", cooldown_range=(1, 2), elastic_timeout=60)
-    command = mw.build_elastic_command("horovodrun", ["python", "t.py", "--x"], elastic)
+    command = mw.build_elastic_command("horovodrun", 2, ["python", "t.py", "--x"], elastic)
     assert command == ["horovodrun", "-np", "2", "--min-np", "1", "--max-np", "2",
                        "--host-discovery-script", "/d.sh", "--elastic-timeout", "60",
                        "--network-interface", "lo", "--blacklist-cooldown-range", "1", "2",
@@ -135,7 +135,7 @@ def _script(tmp_path: Path, text: str) -> Path:
 def test_run_workers_tags_lines_and_gives_each_worker_its_env(tmp_path, mark):
     script = _script(tmp_path, "import json, os\nprint(json.dumps({'event': 'digest', 'rank': "
                                "int(os.environ['IDX']), 'digest': os.environ['IDX'] * 3}))\n")
-    result = mw.run_workers(script, worker_envs=[{"IDX": "0"}, {"IDX": "1"}], timeout=60,
+    result = mw.run_workers(script, workers=2, worker_envs=[{"IDX": "0"}, {"IDX": "1"}], timeout=60,
                             env={"COURSE_TEST_MARK": mark}, show="none")
     assert result.returncode == 0
     assert result.digests == {0: "000", 1: "111"}
@@ -146,7 +146,7 @@ def test_one_failed_worker_ends_the_others(tmp_path, mark):
     script = _script(tmp_path, "import os, sys, time\nif os.environ['IDX'] == '1':\n"
                                "    sys.exit(3)\ntime.sleep(600)\n")
     with pytest.raises(RunFailedError, match="the group of 2 workers exited with status 3") as err:
-        mw.run_workers(script, worker_envs=[{"IDX": "0"}, {"IDX": "1"}], timeout=60,
+        mw.run_workers(script, workers=2, worker_envs=[{"IDX": "0"}, {"IDX": "1"}], timeout=60,
                        env={"COURSE_TEST_MARK": mark}, show="none")
     assert err.value.result.duration_s < 30  # not the 600 s sleep, not the timeout
     assert leftovers(mark, err.value.result.pids) == []

@@ -48,7 +48,7 @@ def test_two_concurrent_one_worker_runs_land_on_disjoint_cores(tmp_path):
     found: dict[str, list[dict]] = {}
 
     def one(name: str) -> None:
-        result = launch.run_horovod(WHERE, 1, ["--barrier", str(barrier), "--peers", "2"], timeout=120,
+        result = launch.run_horovod(WHERE, ["--barrier", str(barrier), "--peers", "2"], workers=1, timeout=120,
                                     show="none")
         found[name] = wheres(result)
 
@@ -66,7 +66,8 @@ def test_two_concurrent_one_worker_runs_land_on_disjoint_cores(tmp_path):
 @needs_horovod
 @pytest.mark.horovod
 def test_two_hosts_of_one_machine_through_the_launcher_get_their_own_cores():
-    result = launch.run_horovod(WHERE, 2, [], hosts=multiworker.LOCAL_HOSTS, timeout=120, show="none")
+    result = launch.run_horovod(WHERE, [], workers=2, horovodrun=launch.Horovodrun(hosts=multiworker.LOCAL_HOSTS),
+                                timeout=120, show="none")
     ranks = wheres(result)
     assert [r["rank"] for r in ranks] == [0, 1]
     cores = [set(parse_cores(r["cpus"])) for r in ranks]
@@ -112,9 +113,10 @@ def test_every_launcher_refuses_to_start_on_slots_another_run_holds(kind):
     try:
         with pytest.raises(SlotsBusyError, match=f"pid {holder.pid}, holder.py"):
             if kind == "mpirun":
-                multiworker.run_mpirun(WHERE, [], num_workers=2, timeout=60, wait_for_slots=False)
+                multiworker.run_mpirun(WHERE, [], workers=2, timeout=60, wait_for_slots=False)
             elif kind == "workers":
-                multiworker.run_workers(WHERE, [], worker_envs=[{}, {}], timeout=60, wait_for_slots=False)
+                multiworker.run_workers(WHERE, [], workers=2, worker_envs=[{}, {}], timeout=60,
+                                        wait_for_slots=False)
             else:
                 multiworker.run_elastic(WHERE, [], timeout=60, wait_for_slots=False)
     finally:
@@ -133,11 +135,11 @@ def test_multiworker_runs_wait_in_line_then_run_on_their_own_cores(kind):
     started = time.monotonic()
     try:
         if kind == "mpirun":
-            result = multiworker.run_mpirun(WHERE, [], num_workers=2, timeout=120, show="all",
+            result = multiworker.run_mpirun(WHERE, [], workers=2, timeout=120, show="all",
                                             output=lines.append)
         else:
-            result = multiworker.run_workers(WHERE, [], worker_envs=[{}, {}], timeout=120, show="all",
-                                             output=lines.append)
+            result = multiworker.run_workers(WHERE, [], workers=2, worker_envs=[{}, {}], timeout=120,
+                                             show="all", output=lines.append)
     finally:
         killer.cancel()
         holder.kill()

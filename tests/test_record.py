@@ -59,7 +59,7 @@ print(f"kernel cpu {{mine.user + mine.system + mine.children_user + mine.childre
 
 
 # The notebook's own launch holds a slot (the kernel, then the run's watchdog, hold its lock): not another run's.
-LAUNCH = "from course_lib.runner.launch import run_python\nprint(run_python('sleeper.py', slots=1).returncode)"
+LAUNCH = "from course_lib.runner.launch import run_python\nprint(run_python('sleeper.py', workers=1).returncode)"
 
 
 def _entry(root: Path, name: str) -> dict:
@@ -192,7 +192,7 @@ def test_a_second_course_run_holding_a_slot_is_refused(tmp_path: Path) -> None:
     (root / "sleeper.py").write_text("import time\ntime.sleep(300)\n")
     before = (root / "notebooks" / "00_tiny.ipynb").read_bytes()
     other = subprocess.Popen([sys.executable, "-c", "from course_lib.runner.launch import run_python\n"
-                              "run_python('sleeper.py', slots=1, timeout=300)"], cwd=root, env=env(root),
+                              "run_python('sleeper.py', workers=1, timeout=300)"], cwd=root, env=env(root),
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60

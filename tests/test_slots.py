@@ -20,9 +20,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from course_lib.runner import launch, processes, slots
+from course_lib.runner import launch, launchers, slots
 from course_lib.runner.launch import LaunchError, RunStoppedError, SlotsBusyError, run_python
-from course_lib.runner.processes import ProcessOutcome
+from course_lib.runner.procs import processes
+from course_lib.runner.procs.processes import ProcessOutcome
 from course_lib.training.machine import capacity
 from course_lib.training.machine.capacity import Capacity
 from course_lib.training.machine.placement import PLACEMENT_ENV, Placement
@@ -201,17 +202,18 @@ def test_each_rank_gets_its_share_of_the_grant(cores, workers, oversubscribe, sh
     monkeypatch.delenv("COURSE_SLOTS")
     monkeypatch.setattr(capacity, "cpu_core_ids", lambda: cores)
     monkeypatch.setattr("course_lib.runner.slots.gpu_count", lambda: 0)
-    monkeypatch.setattr(launch, "find_horovodrun", lambda python: "/bin/true")
+    monkeypatch.setattr(launchers, "find_horovodrun", lambda python: "/bin/true")
     script = tmp_path / "train.py"
     script.write_text("# any script\n")
     seen = {}
 
     def fake_stream(launch, on_line, *, env, hold_fds, **kwargs):
-        seen.update(command=list(launch.command), env=env, held=slots.holders("cpu", cores), fds=list(hold_fds))
+        seen.update(command=list(launch.argv), env=env, held=slots.holders("cpu", cores), fds=list(hold_fds))
         return ProcessOutcome(0, 0.1, "exited", [1])
 
     monkeypatch.setattr(processes, "stream_command", fake_stream)
-    result = launch.run_horovod(script, workers, ["--x"], oversubscribe=oversubscribe)
+    plan = capacity.plan_workers(gpus=0).with_workers(workers, oversubscribe=oversubscribe)
+    result = launch.run_horovod(script, ["--x"], workers=plan)
     granted = min(workers, len(cores))
     assert [h.pid for h in seen["held"]] == [os.getpid()] * granted  # held during the run
     assert len(seen["fds"]) == granted  # and handed to the watchdog
@@ -228,8 +230,8 @@ def test_bad_slot_settings_are_rejected(monkeypatch):
     with pytest.raises(LaunchError, match="COURSE_SLOTS='zero' must be a positive int"):
         run_python(ROOT / "tests" / "scripts" / "sleep_hvd.py")
     monkeypatch.setenv("COURSE_SLOTS", "2")
-    with pytest.raises(LaunchError, match="slots=-1 must be an int >= 0"):
-        run_python(ROOT / "tests" / "scripts" / "sleep_hvd.py", slots=-1)
+    with pytest.raises(LaunchError, match="workers=-1 must be an int >= 0"):
+        run_python(ROOT / "tests" / "scripts" / "sleep_hvd.py", workers=-1)
     with pytest.raises(LaunchError, match="cannot hold 3 of the machine's 2 slots"):
         slots.acquire(want(3))
     monkeypatch.setenv("COURSE_SLOTS", "999")

@@ -4,7 +4,7 @@ Horovod's Gloo launcher starts each rank in a session of its own through a middl
 ``horovodrun`` is ended while it is still starting ranks, a rank whose parents died first used to be
 re-parented to init, out of the tree the launcher and the watchdog walk (2 of 10 such interrupts
 left a rank running). The watchdog is now a child subreaper and sweeps its tree before it exits,
-and the launcher no longer SIGKILLs it first (course_lib/runner/watchdog.py, processes.py).
+and the launcher no longer SIGKILLs it first (course_lib/runner/procs/watchdog.py, processes.py).
 
 Here 21 launches of ``tests/scripts/sleep_hvd.py`` are interrupted at different moments of
 start-up (issue 31 asks for at least 20, a third with stubborn ranks: 7 here): 6 from the output callback
@@ -78,7 +78,7 @@ def left_with(mark: str) -> list[str]:
 def launch(mark: str, kind: str, on_line) -> None:
     args = ["--marker", mark] + {"plain": [], "stubborn": ["--stubborn"],
                                  "late": ["--spawn-on-signal"]}[kind]
-    run_horovod(SLEEP, 2, args, output=on_line, show="all", timeout=120, grace_s=GRACE)
+    run_horovod(SLEEP, args, workers=2, output=on_line, show="all", timeout=120, grace_s=GRACE)
 
 
 def assert_nothing_left(mark: str) -> None:

@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTED_THROUGH_USERS = frozenset({
     "display",        # lessons: through lessons.horovod.widgets and the notebooks
     "trial_runner",   # lessons: through lessons.large_batch.trials (tests/test_trial_runner.py)
-    "supervise",      # runner: through runner.multiworker (tests/test_multiworker.py)
-    "watchdog",       # runner: through runner.processes, i.e. every launch (tests/test_watchdog.py, test_startup_race.py)
+    "supervise",      # runner: through runner.launchers.workers (tests/test_multiworker.py)
+    "watchdog",       # runner: through runner.procs.processes, i.e. every launch (tests/test_watchdog.py, test_startup_race.py)
     "autograph",      # training: through the Horovod scripts (tests/test_scripts.py, test_private_apis.py)
     "events",         # training: the JSON lines of the callbacks, meters and scripts (tests/test_callbacks.py, ...)
     "files",          # training: atomic writes, through the data, checkpoint and cache modules

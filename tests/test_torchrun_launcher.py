@@ -64,18 +64,18 @@ def test_the_command_puts_the_rank_wrapper_behind_no_python():
 
 def test_bad_input_is_refused_before_anything_starts(tmp_path):
     with pytest.raises(LaunchError, match="positive int"):
-        run_torchrun(SLEEP, 0)
+        run_torchrun(SLEEP, workers=0)
     with pytest.raises(LaunchError, match="has no torch"):
-        run_torchrun(SLEEP, 2, python=sys.executable)  # the course's venv has no torch
+        run_torchrun(SLEEP, workers=2, python=sys.executable)  # the course's venv has no torch
     with pytest.raises(LaunchError, match="not found|does not exist|no such"):
-        run_torchrun(tmp_path / "missing.py", 2)
+        run_torchrun(tmp_path / "missing.py", workers=2)
 
 
 def launch_code(mark: str, stubborn: bool) -> str:
     extra = ', "--stubborn"' if stubborn else ""
     return textwrap.dedent(f"""
         from course_lib.runner.torchrun import run_torchrun
-        run_torchrun({str(SLEEP)!r}, 2, ["--marker", {mark!r}{extra}], python={frameworks_python()!r},
+        run_torchrun({str(SLEEP)!r}, ["--marker", {mark!r}{extra}], workers=2, python={frameworks_python()!r},
                      show="all", timeout=600)
     """)
 
@@ -96,7 +96,7 @@ def test_a_real_sigint_in_the_caller_ends_every_process_of_the_run():
             threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()  # as Jupyter's Interrupt does
 
     with pytest.raises(KeyboardInterrupt):
-        run_torchrun(SLEEP, 2, ["--marker", mark], python=frameworks_python(), output=on_line, show="all",
+        run_torchrun(SLEEP, ["--marker", mark], workers=2, python=frameworks_python(), output=on_line, show="all",
                      timeout=120)
     ranks = sorted(parse_line(x)[0] for x in lines if "sleeping" in x)
     assert ranks == [0, 1]

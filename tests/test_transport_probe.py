@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from course_lib.lessons.communication import transport
-from course_lib.runner.launch import run_horovod
+from course_lib.runner.launch import Horovodrun, run_horovod
 from flag_runs import run_flag_sets
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,9 +60,9 @@ def test_the_numpy_ring_sums_both_ranks_in_place(elements):
 
 @pytest.mark.horovod
 def test_two_ranks_measure_every_figure_and_leave_nothing():
-    result = run_horovod(PROBE, 2, ["--json", "--rounds", "2", "--pings", "20", "--large-bytes", str(2 ** 20),
-                                    "--sizes", f"4096,{2 ** 20}", "--small-bytes", "4096"],
-                         controller="mpi", show="none", timeout=240, cwd=ROOT)
+    result = run_horovod(PROBE, ["--json", "--rounds", "2", "--pings", "20", "--large-bytes", str(2 ** 20),
+                                    "--sizes", f"4096,{2 ** 20}", "--small-bytes", "4096"], workers=2,
+                         horovodrun=Horovodrun(controller="mpi"), show="none", timeout=240, cwd=ROOT)
     events = [e for rank, e in result.events if rank == 0]
     figures = transport.probe_figures(events)
     whats = {(w, t) for w, t, _ in figures}

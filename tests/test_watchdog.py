@@ -1,4 +1,4 @@
-"""A killed caller leaves nothing running: course_lib.runner.watchdog, with real horovodrun runs.
+"""A killed caller leaves nothing running: course_lib.runner.procs.watchdog, with real horovodrun runs.
 
 A real Jupyter kernel (jupyter_client) and a plain Python process each launch a 2-worker Horovod
 run of tests/scripts/sleep_hvd.py and are then killed with SIGKILL (no ``finally`` of theirs
@@ -22,8 +22,7 @@ import psutil
 import pytest
 from procscan import processes_with
 
-from course_lib.runner.options import Launch
-from course_lib.runner.processes import stream_command
+from course_lib.runner.procs.processes import ProcessSpec, stream_command
 
 SLEEP = Path(__file__).parent / "scripts" / "sleep_hvd.py"
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,7 +84,7 @@ def launch_code(mark: str, stubborn: bool) -> str:
     extra = ', "--stubborn"' if stubborn else ""
     return textwrap.dedent(f"""
         from course_lib.runner.launch import run_horovod
-        run_horovod({str(SLEEP)!r}, 2, ["--marker", {mark!r}{extra}], show="all", timeout=600)
+        run_horovod({str(SLEEP)!r}, ["--marker", {mark!r}{extra}], workers=2, show="all", timeout=600)
     """)
 
 
@@ -149,9 +148,9 @@ def test_jupyter_kernel_killed_with_sigkill_leaves_nothing():
         km.shutdown_kernel(now=True)
 
 
-def of(*command: str) -> Launch:
-    """A launch of ``command`` with the shared options' defaults."""
-    return Launch(python=sys.executable, command=command)
+def of(*command: str) -> ProcessSpec:
+    """A run of ``command`` with the defaults."""
+    return ProcessSpec(command)
 
 
 def test_watchdog_mirrors_exit_status_and_death_by_signal():
@@ -172,9 +171,8 @@ def test_caller_killed_ends_a_grandchild_in_its_own_session(tmp_path):
            "print('up', flush=True); time.sleep(600)")
     code = textwrap.dedent(f"""
         import sys
-        from course_lib.runner.options import Launch
-        from course_lib.runner.processes import stream_command
-        stream_command(Launch(sys.executable, command=(sys.executable, "-c", {run!r}, {mark!r})), lambda line, s: print(line, flush=True))
+        from course_lib.runner.procs.processes import ProcessSpec, stream_command
+        stream_command(ProcessSpec((sys.executable, "-c", {run!r}, {mark!r})), lambda line, s: print(line, flush=True))
     """)
     caller = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE,
                               text=True)

@@ -147,7 +147,7 @@ def test_one_epoch_runs_give_no_efficiency(monkeypatch, private_slots):
     panel = ControlPanel(SCRIPTS / "sleep_hvd.py")
     runs = {1: fake_result(1, 100.0, [True]), 2: fake_result(2, 251.0, [True])}
     monkeypatch.setattr("course_lib.runner.launch.run_horovod",
-                        lambda script, workers, args, **kw: runs[workers])
+                        lambda script, args, *, workers, **kw: runs[workers.workers])
     panel.run(workers=1, epochs=1)
     panel.run(workers=2, epochs=1)
     assert panel.records == []
@@ -162,7 +162,7 @@ def test_super_linear_efficiency_is_flagged_with_its_likely_cause(monkeypatch, p
     panel = ControlPanel(SCRIPTS / "sleep_hvd.py")
     runs = {1: fake_result(1, 100.0, [True, False]), 2: fake_result(2, 260.0, [True, False])}
     monkeypatch.setattr("course_lib.runner.launch.run_horovod",
-                        lambda script, workers, args, **kw: runs[workers])
+                        lambda script, args, *, workers, **kw: runs[workers.workers])
     panel.run(workers=1, epochs=2)
     panel.run(workers=2, epochs=2)
     assert len(panel.records) == 2

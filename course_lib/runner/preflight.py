@@ -1,9 +1,8 @@
 """Checks made before anything is launched: inputs, slots, horovodrun, mpirun, ports, worker ranges.
 
-Every check raises :class:`LaunchError` with one message that says what is wrong and how to fix
-it. Used by :mod:`course_lib.runner.launch`, which re-exports ``LaunchError`` and ``find_horovodrun``,
-and by :mod:`course_lib.runner.multiworker` (ports, elastic worker ranges). Facts about the machine are
-not decided here: what it can run is :func:`course_lib.training.machine.capacity.machine_capacity` (:func:`capacity`
+Every check raises :class:`LaunchError` with one message that says what is wrong and how to fix it. Used by
+the engine (:mod:`course_lib.runner.run`), the launchers' descriptions (:mod:`course_lib.runner.launchers`: hosts,
+ports, elastic worker ranges) and the slots. Facts about the machine are not decided here: what it can run is :func:`course_lib.training.machine.capacity.machine_capacity` (:func:`capacity`
 checks a launch's ``device`` and ``$COURSE_SLOTS`` against it and turns its refusal into ``LaunchError``) and
 how many GPUs it has is :func:`course_lib.training.machine.hardware.gpu_count`.
 
@@ -21,8 +20,8 @@ from typing import Any, Mapping, Sequence
 
 from course_lib.training.machine.capacity import Capacity, CapacityError, machine_capacity
 
-__all__ = ["LaunchError", "capacity", "hosts_are_local", "find_horovodrun", "horovod_launcher", "check_hosts",
-           "check_script", "check_strings", "check_env", "check_common", "check_mpirun", "check_int",
+__all__ = ["LaunchError", "capacity", "hosts_are_local", "parse_hosts", "find_horovodrun", "horovod_launcher",
+           "check_hosts", "check_script", "check_strings", "check_env", "check_common", "check_mpirun", "check_int",
            "check_worker_range", "check_ports", "CONTROLLERS"]
 
 CONTROLLERS = ("gloo", "mpi", None)
@@ -71,15 +70,22 @@ def hosts_are_local(hosts: str | None) -> bool:
     return names <= set(_LOCAL_NAMES) | {socket.gethostname()}
 
 
+def parse_hosts(hosts: str | None, workers: int) -> tuple[tuple[str, int], ...]:
+    """``"a:1,b:2"`` (or the discovery script's ``"a:1 b:2"``) -> ``(("a", 1), ("b", 2))``;
+    ``None`` -> ``(("localhost", workers),)``, what horovodrun uses without ``-H``."""
+    if hosts is None:
+        return (("localhost", workers),)
+    out = []
+    for part in hosts.replace(" ", ",").split(","):
+        name, _, slots = part.strip().partition(":")
+        if name:
+            out.append((name, int(slots) if slots.isdigit() else 1))
+    return tuple(out)
+
+
 def find_horovodrun(python: str = sys.executable) -> str:
-    """Locate ``horovodrun``: next to ``python``, next to ``sys.executable``, then on PATH.
-
-    Args:
-        python: The interpreter the ranks will run (its ``bin/`` is searched first, since a
-            notebook kernel's PATH often lacks the virtualenv's ``bin/``).
-
-    Returns:
-        The absolute path of ``horovodrun``.
+    """The absolute path of ``horovodrun``: next to ``python`` (the ranks' interpreter: a notebook kernel's PATH
+    often lacks its virtualenv's ``bin/``), next to ``sys.executable``, then on PATH.
 
     Raises:
         LaunchError: If it is found nowhere; the message says how to install Horovod.
@@ -200,7 +206,7 @@ def check_env(env: Any) -> dict[str, str] | None:
 
 
 def check_common(timeout: float | None, show: str, output: Any, python: str) -> str:
-    """Check the arguments shared by ``run_horovod`` and ``run_python``.
+    """Check the shared options every launcher takes (:class:`course_lib.runner.run.RunOptions`).
 
     Returns:
         The absolute path of the ``python`` interpreter.

@@ -4,14 +4,14 @@ Every launcher asks :func:`plan_placement` before it starts anything. It answers
 :class:`PlaceRequest` (which device, how many of the machine's slots to hold, how the ranks find their
 share) or ``None`` for runs on other machines, and it raises :class:`LaunchError` for a run that does not
 fit: more workers than slots without ``oversubscribe=True``, or two ranks on one GPU (NCCL refuses it).
-:func:`course_lib.runner.execute.execute` then holds the slots (:func:`acquire`) and hands each rank its
+The engine (:func:`course_lib.runner.run.execute`) then holds the slots (:func:`acquire`) and hands each rank its
 share through the rank wrapper (:data:`RANK_WRAPPER`, :mod:`course_lib.runner.place_rank`).
 
 A slot is one concrete CPU core or GPU (:func:`course_lib.training.machine.capacity.machine_capacity`, which
 also applies ``$COURSE_SLOTS``), and its file is named after it (``cpu-003.lock``) in one shared folder,
 ``$COURSE_SLOTS_DIR`` (default ``/tmp/course-slots``; the files are :mod:`course_lib.training.machine.slot_files`).
 A run holds a slot by holding an exclusive ``fcntl.flock`` on its file for its whole life, in the
-launching process and in the run's watchdog (:mod:`course_lib.runner.watchdog`). The operating system
+launching process and in the run's watchdog (:mod:`course_lib.runner.procs.watchdog`). The operating system
 drops a ``flock`` when the last process holding it ends, however it ends (SIGKILL included), so a crash
 never leaves a stale lock. A :class:`SlotGrant` names the cores or GPUs it holds, so concurrent runs are
 placed on disjoint ones (:mod:`course_lib.training.machine.placement`).
@@ -37,13 +37,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from course_lib.runner.preflight import LaunchError, capacity, hosts_are_local
+from course_lib.runner.preflight import LaunchError, capacity, hosts_are_local, parse_hosts
 from course_lib.training.machine.hardware import gpu_count
-from course_lib.training.machine.capacity import Capacity
+from course_lib.training.machine.capacity import Capacity, device_for
 from course_lib.training.machine.slot_files import (
     DEFAULT_DIR, Holder, holders, live_tickets, lock_path, open_lock, slots_dir, try_lock, write_holder)
 
-__all__ = ["RANK_WRAPPER", "PlaceRequest", "plan_placement", "parse_hosts", "placed", "SlotsBusyError",
+__all__ = ["RANK_WRAPPER", "PlaceRequest", "plan_placement", "parse_hosts", "SlotsBusyError",
            "SlotWaitCancelled", "Holder", "SlotGrant", "slots_dir", "holders", "acquire", "DEFAULT_DIR"]
 
 #: What the launchers put in front of each rank's program on this machine (the launcher's own Python,
@@ -74,19 +74,6 @@ class PlaceRequest:
         return self.capacity.kind
 
 
-def parse_hosts(hosts: str | None, workers: int) -> tuple[tuple[str, int], ...]:
-    """``"a:1,b:2"`` (or the discovery script's ``"a:1 b:2"``) -> ``(("a", 1), ("b", 2))``;
-    ``None`` -> ``(("localhost", workers),)``, what horovodrun uses without ``-H``."""
-    if hosts is None:
-        return (("localhost", workers),)
-    out = []
-    for part in hosts.replace(" ", ",").split(","):
-        name, _, slots = part.strip().partition(":")
-        if name:
-            out.append((name, int(slots) if slots.isdigit() else 1))
-    return tuple(out)
-
-
 def plan_placement(workers: int, *, hosts: str | None = None, device: str | None = None,
                    oversubscribe: bool = False, hold: int | None = None) -> PlaceRequest | None:
     """Decide what a launch of ``workers`` ranks holds on this machine.
@@ -95,10 +82,11 @@ def plan_placement(workers: int, *, hosts: str | None = None, device: str | None
         workers: Ranks of the run (for an elastic run, its most).
         hosts: The run's host list; hosts other than this machine: ``None`` is returned (the other
             machines' ranks place themselves, :func:`course_lib.training.machine.placement.worker_share`).
-        device: ``"cpu"``, ``"gpu"`` or ``None``: GPUs when the machine has one per worker, else CPU
-            cores (the GPUs are then hidden from the ranks).
+        device: ``"cpu"``, ``"gpu"`` (a ``WorkerPlan``'s) or ``None``: the device rule
+            (:func:`course_lib.training.machine.capacity.device_for`: GPUs when the machine has one per worker,
+            else CPU cores, the GPUs then hidden from the ranks).
         oversubscribe: Allow more workers than slots (CPU only; the run then holds every slot).
-        hold: Slots to hold when it is not one per worker (``run_python(slots=...)``: one process on
+        hold: Slots to hold when it is not one per worker (``run_python(workers=...)``: one process on
             several cores or GPUs).
 
     Returns:
@@ -112,25 +100,21 @@ def plan_placement(workers: int, *, hosts: str | None = None, device: str | None
         return None
     gpus = gpu_count()
     wanted = workers if hold is None else hold
-    if device is None:
-        device = "gpu" if gpus and capacity("gpu").slots >= wanted else "cpu"
+    if device is None:  # the one device rule (machine/capacity.device_for)
+        device = device_for(wanted, capacity("gpu").slots if gpus else 0)
     cap = capacity(device)
     if cap.kind == "gpu" and wanted > cap.slots:
         raise LaunchError(f"{wanted} GPU workers but this machine has {cap.describe()}: NCCL refuses two "
                           "ranks on one GPU (horovod#3929), so the course never places them so; use "
-                          "fewer workers, or device='cpu' to run them as CPU processes")
+                          "fewer workers, or a plan on CPU cores (devices.plan_workers(gpus=0)) to run them as "
+                          "CPU processes")
     if wanted > cap.slots and not oversubscribe:
         raise LaunchError(
-            f"num_workers={wanted} exceeds the {cap.slots} slots of this machine ({cap.describe()}); "
-            "pass oversubscribe=True to run more processes than slots (they then share cores, so "
-            "timings are not representative)")
+            f"workers={wanted} exceeds the {cap.slots} slots of this machine ({cap.describe()}); "
+            "pass oversubscribe=True in the worker plan (workers=plan.with_workers(n, oversubscribe=True)) to run "
+            "more processes than slots (they then share cores, so timings are not representative)")
     return PlaceRequest(cap, min(wanted, cap.slots), workers, parse_hosts(hosts, workers),
                         hide_gpus=cap.kind == "cpu" and gpus > 0)
-
-
-def placed(request: PlaceRequest | None, program: list[str]) -> list[str]:
-    """``program`` started through the rank wrapper when the run is placed, unchanged otherwise."""
-    return list(RANK_WRAPPER) + program if request is not None else program
 
 
 class SlotsBusyError(LaunchError):

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from course_lib.runner.watchdog import end_tree
+from course_lib.runner.procs.watchdog import end_tree
 from tools.localcluster.common import LocalClusterError, run
 from tools.localcluster.hosts import LINK, LocalHosts
 
@@ -32,7 +32,7 @@ DISCOVERY = Path(__file__).resolve().parent / "discover_reachable.sh"
 
 def _main(spec: dict[str, Any]) -> int:
     from course_lib.runner import launch, multiworker
-    from course_lib.runner.execute import RunFailedError
+    from course_lib.runner.run import RunFailedError
 
     options = {"timeout": spec.get("timeout", 120), "show": "all", "output": lambda line: print(line, flush=True),
                "check": True, "env": spec.get("env") or {}}
@@ -44,14 +44,15 @@ def _main(spec: dict[str, Any]) -> int:
     try:
         if spec["kind"] == "elastic":
             result = multiworker.run_elastic(
-                spec["script"], spec["args"], num_workers=spec.get("workers", 2), min_workers=spec.get("min_workers", 1),
-                max_workers=spec.get("max_workers", 2), hosts=spec["hosts"], discovery_script=str(DISCOVERY),
-                network_interface=LINK, cooldown_range=tuple(spec.get("cooldown_range", (1, 2))),
-                elastic_timeout=spec.get("elastic_timeout", 30), **options)
+                spec["script"], spec["args"], workers=spec.get("workers", 2), elastic=multiworker.Elastic(
+                    min_workers=spec.get("min_workers", 1), max_workers=spec.get("max_workers", 2), hosts=spec["hosts"],
+                    discovery_script=str(DISCOVERY), network_interface=LINK,
+                    cooldown_range=tuple(spec.get("cooldown_range", (1, 2))),
+                    elastic_timeout=spec.get("elastic_timeout", 30)), **options)
         else:
             result = launch.run_horovod(
-                spec["script"], spec.get("workers", 2), spec["args"], hosts=spec["hosts"],
-                controller=spec["kind"], extra_horovodrun_args=["--network-interface", LINK], **options)
+                spec["script"], spec["args"], workers=spec.get("workers", 2), horovodrun=launch.Horovodrun(
+                    hosts=spec["hosts"], controller=spec["kind"], extra_args=["--network-interface", LINK]), **options)
     except RunFailedError as exc:
         out["error"] = {"type": type(exc).__name__, "message": str(exc)}
         result = getattr(exc, "result", None)

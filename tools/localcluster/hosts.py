@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from course_lib.runner.watchdog import end_tree
+from course_lib.runner.procs.watchdog import end_tree
 from tools.localcluster.common import LocalClusterError, require_programs, require_root, run, tail
 
 __all__ = ["Host", "LocalHosts", "LINK", "NETNS_PREFIX", "HOST_NAMES", "why_not"]

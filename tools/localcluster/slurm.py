@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from course_lib.runner.watchdog import end_tree
+from course_lib.runner.procs.watchdog import end_tree
 from tools.localcluster.common import LocalClusterError, require_programs, require_root, run, tail
 
 __all__ = ["LocalSlurm", "MAX_TIME", "PARTITION"]

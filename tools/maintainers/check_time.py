@@ -38,7 +38,8 @@ from pathlib import Path
 
 from tools.maintainers import suite_profile
 from course_lib.environment.machine import describe_machine, load_average, speed_probe
-from course_lib.runner.watchdog import alive, become_subreaper, end_tree, is_subreaper, reap_adopted, scan_descendants
+from course_lib.runner.procs.watchdog import (
+    alive, become_subreaper, end_tree, is_subreaper, reap_adopted, scan_descendants)
 
 ROOT = Path(__file__).resolve().parents[2]
 SETUP_DONE = re.compile(r"\[setup\] done in (\d+) s")

@@ -6,8 +6,8 @@ A :class:`Watch` samples every ``sample_s`` seconds (0.5 by default), in a threa
   stole: :func:`tools.maintainers.suite_profile.busy_cpu_seconds`) minus the CPU-seconds of the recording's own process
   tree: the recorder, the notebook's kernel and every descendant, each counted with its reaped children's
   cumulative times, so a rank that has exited still counts as ours. The recorder is a child subreaper
-  (:func:`course_lib.runner.watchdog.become_subreaper`), so an orphan of the run stays in its tree. What is left is
-  the others' share; the run is disturbed when it averages more than ``Limits.mean_cores`` over the notebook's
+  (:func:`course_lib.runner.procs.watchdog.become_subreaper`), so an orphan of the run stays in its tree. What is left
+  is the others' share; the run is disturbed when it averages more than ``Limits.mean_cores`` over the notebook's
   run, or more than ``Limits.window_cores`` over any ``Limits.window_s`` window (the reasons for the defaults:
   docs/recording.md).
 * **Other course runs' slots.** A slot file (``$COURSE_SLOTS_DIR``: course_lib.training.machine.slot_files) locked by a
@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 from tools.maintainers.suite_profile import busy_cpu_seconds  # noqa: E402  (the one reader of /proc/stat's busy time)
-from course_lib.runner.watchdog import become_subreaper, reap_adopted  # noqa: E402
+from course_lib.runner.procs.watchdog import become_subreaper, reap_adopted  # noqa: E402
 from course_lib.training.machine.slot_files import Holder, slots_dir  # noqa: E402
 
 _SLOT_FILE = re.compile(r"^(cpu|gpu)-(\d+)\.lock$")
@@ -297,7 +297,7 @@ class Stopper:
 
     def _stop(self) -> None:
         """SIGINT twice, 5 s apart (a kernel between cells ignores it), then SIGKILL; the course's launches end
-        with their kernel (course_lib.runner.watchdog)."""
+        with their kernel (course_lib.runner.procs.watchdog)."""
         sent = 0
         while not self.done.is_set() and sent < 3:
             pid = self.watch.kernel_pid()   # None until the kernel has started

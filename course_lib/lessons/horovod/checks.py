@@ -46,7 +46,7 @@ def check_horovod_run(run: Any, *, workers: int = 2) -> bool:
     """Self-check of the coding exercise of notebooks/03_horovod.ipynb: is this a working Horovod run?
 
     The learner turns ``source_code/keras_fmnist.py`` into a Horovod script and runs it with
-    ``launch.run_horovod(script, workers, [...])``. The check reads only what that run printed,
+    ``launch.run_horovod(script, [...], workers=plan)``. The check reads only what that run printed,
     so it holds no answer to copy: every rank reported the same weights digest (the gradients were
     averaged and the start broadcast), and rank 0's epochs ran
     ``ceil(train_subset / (batch_size × workers))`` steps (the data was divided among the workers), as

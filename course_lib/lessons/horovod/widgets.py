@@ -270,11 +270,10 @@ class ControlPanel:
         args = ["--batch-size", str(self.batch_size.value), "--epochs", str(self.epochs.value),
                 "--json", *self.default_args]
         try:
-            result = launch.run_horovod(self.script, workers, args, controller=controller,
-                                 oversubscribe=workers > self.slots, device=self.plan.device,
-                                 output=self.log,
-                                 stop_event=self._stop_event, on_event=self._on_event,
-                                 timeout=self.timeout, python=self.python)
+            result = launch.run_horovod(self.script, args, workers=self.plan.with_workers(workers),
+                                        horovodrun=launch.Horovodrun(controller=controller), output=self.log,
+                                        stop_event=self._stop_event, on_event=self._on_event,
+                                        timeout=self.timeout, python=self.python)
             self.last_result = result
             done = f"done: {workers} workers in {result.duration_s:.1f} s"
             if result.result is not None and warmup_only(result):

@@ -13,12 +13,12 @@ Introduced in notebooks/03_horovod.ipynb.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from course_lib.training.machine.hardware import _count, cpu_core_ids, gpu_names, span
 
-__all__ = ["CapacityError", "Capacity", "machine_capacity", "machine_slots", "WorkerPlan", "plan_workers",
-           "mirrored_layout"]
+__all__ = ["CapacityError", "Capacity", "machine_capacity", "machine_slots", "device_for", "WorkerPlan",
+           "plan_workers", "mirrored_layout"]
 
 
 class CapacityError(ValueError):
@@ -116,6 +116,25 @@ def machine_slots(kind: str | None = None) -> int:
     return machine_capacity(kind).slots
 
 
+def device_for(workers: int, gpu_slots: int) -> str:
+    """The device rule, written once: GPUs when the machine has a GPU slot per worker, else CPU cores.
+
+    :func:`plan_workers` asks it for a lesson's plan, :meth:`WorkerPlan.with_workers` for one run of
+    another size, and the launcher (:func:`course_lib.runner.slots.plan_placement`) for a run given as a
+    bare worker count. Two ranks never share a GPU: NCCL refuses it (horovod#3929).
+
+    Args:
+        workers: The run's workers (ranks, or slots held).
+        gpu_slots: The machine's GPU slots (``machine_capacity("gpu").slots``; 0 without GPUs).
+
+    Returns:
+        ``"gpu"`` or ``"cpu"``.
+
+    Introduced in notebooks/03_horovod.ipynb.
+    """
+    return "gpu" if gpu_slots and gpu_slots >= workers else "cpu"
+
+
 @dataclass(frozen=True)
 class WorkerPlan:
     """How many Horovod workers a lesson starts on this machine, on which device, and what that means.
@@ -124,11 +143,11 @@ class WorkerPlan:
         workers: Processes of the lesson's multi-worker runs (its 1-worker runs are the baseline).
         gpus: Physical GPUs found.
         cpu_cores: CPU cores this process may use.
-        device: ``"gpu"`` (one worker per GPU) or ``"cpu"`` (CPU processes); pass it to
-            ``run_horovod(..., device=...)`` for the lesson's runs AND its 1-worker baseline, so both
-            run on the same kind of device.
+        device: ``"gpu"`` (one worker per GPU) or ``"cpu"`` (CPU processes). The launchers read it from
+            the plan (``run_horovod(script, args, workers=plan)``); a lesson's 1-worker baseline passes
+            ``workers=plan.with_workers(1)``, so both run on the same kind of device.
         slots: The machine's slots of that device (:func:`machine_capacity`).
-        oversubscribe: More workers than slots; pass it to ``run_horovod(..., oversubscribe=...)``.
+        oversubscribe: More workers than slots (CPU only); the launchers read it from the plan.
         full_data: Train on the full data set (one GPU per worker) rather than a CPU-sized subset.
         text: One plain sentence for the learner (it names this machine's counts: print it on a
             ``machine:`` line).
@@ -146,6 +165,32 @@ class WorkerPlan:
     full_data: bool
     text: str
     ideal_efficiency: float = 1.0
+
+    def with_workers(self, workers: int, *, oversubscribe: bool | None = None) -> "WorkerPlan":
+        """This machine's plan for one run of ``workers`` workers (a 1-worker baseline, a 3-rank run).
+
+        The plan's device while it has a slot per worker (:func:`device_for`): a GPU plan asked for more
+        workers than GPUs runs them as CPU processes, a CPU plan stays on CPU cores (a lesson's baseline
+        and its multi-worker runs on the same kind of device).
+
+        Args:
+            workers: The run's workers (>= 1; ``run_python``: the slots its one process holds, >= 0).
+            oversubscribe: Allow more workers than slots; ``None``: when there are more (CPU only).
+
+        Returns:
+            A :class:`WorkerPlan` (the same counts and text; ``workers``, ``device``, ``oversubscribe``
+            and ``ideal_efficiency`` for this run).
+
+        Introduced in notebooks/03_horovod.ipynb.
+        """
+        _count("workers", workers, 0)
+        device = "gpu" if self.device == "gpu" and device_for(workers, self.slots) == "gpu" else "cpu"
+        slots = self.slots if device == self.device else self.cpu_cores
+        if oversubscribe is None:
+            oversubscribe = device == "cpu" and workers > slots
+        efficiency = min(workers, slots) / workers if workers else 1.0
+        return replace(self, workers=workers, device=device, oversubscribe=oversubscribe,
+                       ideal_efficiency=efficiency)
 
 
 def plan_workers(gpus: int | None = None, cores: int | None = None, *, at_least: int = 2,
@@ -186,7 +231,7 @@ def plan_workers(gpus: int | None = None, cores: int | None = None, *, at_least:
         raise ValueError(f"at_most must be an int >= at_least={at_least}, got {at_most!r}")
     ncores = len(core_ids)
     gpu_slots = machine_capacity("gpu", gpus=gpus, cores=core_ids, slots_env=slots_env).slots if gpus else 0
-    if gpu_slots >= at_least:
+    if device_for(at_least, gpu_slots) == "gpu":
         workers = min(gpu_slots, at_most)
         return WorkerPlan(workers, gpus, ncores, "gpu", gpu_slots, False, True,
                           f"{gpus} GPUs: {workers} workers, one per GPU.", 1.0)

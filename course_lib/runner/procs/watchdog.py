@@ -1,6 +1,6 @@
 """A middleman that ends a run when its caller dies, whatever killed the caller (SIGKILL too).
 
-:func:`course_lib.runner.processes.stream_command` does not start a run's command itself: it
+:func:`course_lib.runner.procs.processes.stream_command` does not start a run's command itself: it
 starts this small program, which starts the command and then watches a pipe whose only writer
 is the caller. The caller never writes to it; when the caller dies (a killed Jupyter kernel, an
 out-of-memory kill, a crash), the operating system closes its end, the watchdog reads end-of-file
@@ -13,7 +13,7 @@ signals each of them. On Linux it is also a *child subreaper* (``prctl(PR_SET_CH
 rank whose parents die first (horovodrun ended while it was still starting ranks) is re-parented to
 the watchdog instead of to init, so no descendant can leave its tree; before it exits, the watchdog
 sweeps its tree until nothing of the run is left. The launcher never SIGKILLs the watchdog before that
-sweep is done (:func:`course_lib.runner.processes.terminate_processes`), so an interrupt that races a
+sweep is done (:func:`course_lib.runner.procs.processes.terminate_processes`), so an interrupt that races a
 rank's start leaves nothing behind (tests/test_startup_race.py).
 
 Everything else is transparent: the command inherits the caller's stdout and stderr pipes, the
@@ -27,7 +27,7 @@ the steps): the launcher's clean-up, the watchdog, the supervisor of several wor
 cluster and the suite's timing driver call it. This file imports only the standard library (``psutil``
 inside the functions that walk a process tree), so it runs by path::
 
-    python course_lib/runner/watchdog.py [--grace 2 2] [--hold-fd 7] -- horovodrun -np 2 ...
+    python course_lib/runner/procs/watchdog.py [--grace 2 2] [--hold-fd 7] -- horovodrun -np 2 ...
 
 Introduced in notebooks/03_horovod.ipynb.
 """

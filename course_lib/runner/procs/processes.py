@@ -1,10 +1,11 @@
 """Run one command in its own process session, stream its output, and leave nothing behind.
 
-This is the process-handling half of :mod:`course_lib.runner.launch`. A command (``horovodrun`` or
-``python``) is started with ``start_new_session=True``; its stdout and stderr are read by one
-thread each (so a stderr line is never cut in two by a stdout write), and every line is handed,
-with the name of the stream it came from, to a callback in the *calling* thread as soon as it
-arrives (so an exception such as ``KeyboardInterrupt`` raised there, or by a notebook
+This is the process tier under every launcher (:mod:`course_lib.runner.run`): it knows an argument list
+and how to run it (:class:`ProcessSpec`: argv, working directory, deadline, stop event, grace periods),
+and nothing of launchers, slots or options. A command (``horovodrun``, ``torchrun`` or ``python``) is
+started with ``start_new_session=True``; its stdout and stderr are read by one thread each (so a
+stderr line is never cut in two by a stdout write), and every line is handed, with the name of the
+stream it came from, to a callback in the *calling* thread as soon as it arrives (so an exception such as ``KeyboardInterrupt`` raised there, or by a notebook
 interrupt, reaches the caller).
 
 Horovod's Gloo launcher starts every rank in a session of its own, so killing our process
@@ -13,7 +14,7 @@ recorded (``psutil``) and, when the run ends for any reason, whatever is still a
 sent SIGINT, then SIGTERM, then SIGKILL, with a short grace period between the steps.
 
 If the caller itself dies (a killed kernel, SIGKILL included), no ``finally`` runs; so the
-command is started under :mod:`course_lib.runner.watchdog`, a middleman that watches a pipe only
+command is started under :mod:`course_lib.runner.procs.watchdog`, a middleman that watches a pipe only
 the caller holds and ends the whole run within seconds of the caller's death.
 
 Introduced in notebooks/03_horovod.ipynb.
@@ -28,14 +29,14 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence, cast
 
-from course_lib.runner.options import Launch
-from course_lib.runner import watchdog as watchdog_module
-from course_lib.runner.watchdog import alive, end_tree, scan_descendants
+from course_lib.runner.procs import watchdog as watchdog_module
+from course_lib.runner.procs.watchdog import alive, end_tree, scan_descendants
 
-__all__ = ["ProcessOutcome", "watchdog_command", "stream_command", "terminate_processes"]
+__all__ = ["ProcessSpec", "ProcessOutcome", "watchdog_command", "stream_command", "terminate_processes"]
 
 _EOF = object()
 _POLL_S = 0.1
@@ -43,6 +44,27 @@ _DESCENDANT_SCAN_S = 0.25
 _DRAIN_AFTER_EXIT_S = 2.0
 #: How long a run whose output has ended may take to exit by itself (the watchdog waits 2 s for leftovers).
 _WATCHDOG_EXIT_S = 10.0
+
+
+@dataclass(frozen=True)
+class ProcessSpec:
+    """One argument list to run, and how: what :func:`stream_command` reads.
+
+    Attributes:
+        argv: The argument list (never a shell string).
+        cwd: Working directory (``None``: this process's).
+        timeout: Seconds before the run is ended (reason ``"timeout"``); ``None``: no limit.
+        stop_event: Set from another thread to end the run (reason ``"stopped"``).
+        grace_s: Seconds after SIGINT and after SIGTERM when the run is ended.
+        clock: Monotonic clock for the timeout and the duration (injectable for tests).
+    """
+
+    argv: Sequence[str]
+    cwd: str | os.PathLike[str] | None = None
+    timeout: float | None = None
+    stop_event: threading.Event | None = None
+    grace_s: Sequence[float] = (3.0, 3.0)
+    clock: Callable[[], float] = time.monotonic
 
 
 @dataclass
@@ -100,7 +122,7 @@ def terminate_processes(
 ) -> None:
     """End ``popen``'s process group and every tracked descendant: SIGINT, SIGTERM, SIGKILL.
 
-    With ``watchdog``, ``popen`` is :mod:`course_lib.runner.watchdog`, the subreaper of the run: the
+    With ``watchdog``, ``popen`` is :mod:`course_lib.runner.procs.watchdog`, the subreaper of the run: the
     escalation spares it (SIGKILLing it first would hand the orphans it adopts to init); then its pipe
     is closed and it gets SIGTERM, sweeps its whole tree and exits, and only a watchdog still alive
     after that sweep's longest time is killed.
@@ -148,14 +170,14 @@ def terminate_processes(
 
 
 def stream_command(
-    launch: Launch,
+    spec: ProcessSpec,
     on_line: Callable[[str, str], None],
     *,
     env: Mapping[str, str] | None = None,
     hold_fds: Sequence[int] = (),
     watchdog: bool = True,
 ) -> ProcessOutcome:
-    """Run ``launch.command`` in a new session and call ``on_line`` for each output line as it comes.
+    """Run ``spec.argv`` in a new session and call ``on_line`` for each output line as it comes.
 
     Nothing is hidden: every line of both streams reaches ``on_line(line, stream)``, with
     ``stream`` = ``"stdout"`` or ``"stderr"``, so the caller can show each line on the stream it
@@ -163,15 +185,12 @@ def stream_command(
     (``KeyboardInterrupt`` included) propagates after the clean-up.
 
     Args:
-        launch: The launch (:class:`course_lib.runner.options.Launch`); read here: ``command`` (an
-            argument list, never a shell string), ``cwd``, ``timeout`` (reason ``"timeout"``),
-            ``stop_event`` (set from another thread: reason ``"stopped"``), ``grace_s`` (after SIGINT and
-            after SIGTERM during clean-up) and ``clock`` (for the timeout and the duration).
+        spec: What to run and how (:class:`ProcessSpec`: argv, cwd, timeout, stop event, grace, clock).
         on_line: Called with each line (without its line ending) and its stream's name.
         env: Complete environment of the command (``None``: inherit).
         hold_fds: File descriptors (slot locks) the watchdog keeps open until the run's
             processes are gone (ignored without ``watchdog``).
-        watchdog: Start the command under :mod:`course_lib.runner.watchdog`, so that the run
+        watchdog: Start the command under :mod:`course_lib.runner.procs.watchdog`, so that the run
             ends within seconds if this process dies (the watchdog is the first pid of the run).
 
     Returns:
@@ -181,9 +200,9 @@ def stream_command(
     Raises:
         OSError: If the command cannot be started.
     """
-    clock, timeout, stop_event, grace_s = launch.clock, launch.timeout, launch.stop_event, launch.grace_s
+    clock, timeout, stop_event, grace_s = spec.clock, spec.timeout, spec.stop_event, spec.grace_s
     start = clock()
-    argv = list(launch.command)
+    argv = list(spec.argv)
     if watchdog:
         path = env.get("PATH") if env is not None else None
         if shutil.which(argv[0], path=path) is None and not (
@@ -198,7 +217,7 @@ def stream_command(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=dict(env) if env is not None else None,
-        cwd=launch.cwd,
+        cwd=spec.cwd,
         start_new_session=True,
         pass_fds=tuple(hold_fds) if watchdog else (),
     )

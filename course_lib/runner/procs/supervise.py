@@ -1,12 +1,13 @@
 """A small supervisor program: run several workers as one process, lines tagged by worker.
 
-``python -m course_lib.runner.supervise`` reads a JSON list ``[{"argv": [...], "env": {...}},
+``python -m course_lib.runner.procs.supervise`` reads a JSON list ``[{"argv": [...], "env": {...}},
 ...]`` from the ``COURSE_WORKERS_SPEC`` variable, starts one process per entry (this process's
 environment plus the entry's ``env``), and forwards every line as ``[i]<stdout>:text`` or
 ``[i]<stderr>:text`` — the tags of Horovod's Gloo launcher, so :mod:`course_lib.runner.runlog`
 parses them. When one worker fails, the others get SIGTERM, then SIGKILL
-(:func:`course_lib.runner.watchdog.end_tree`; a collective would otherwise wait for the dead one), and
-the supervisor exits with the failed worker's status (128 + signal when it was killed). :func:`course_lib.runner.multiworker.run_workers` starts it
+(:func:`course_lib.runner.procs.watchdog.end_tree`; a collective would otherwise wait for the dead one), and
+the supervisor exits with the failed worker's status (128 + signal when it was killed).
+:func:`course_lib.runner.multiworker.run_workers` starts it (:func:`course_lib.runner.launchers.workers` builds its spec)
 and owns the streaming, time-out and clean-up of the whole process tree.
 
 Introduced in notebooks/06_beyond_one_machine.ipynb.
@@ -22,7 +23,7 @@ import threading
 import time
 from typing import Any
 
-from course_lib.runner.watchdog import end_tree
+from course_lib.runner.procs.watchdog import end_tree
 
 __all__ = ["SPEC_VAR", "supervise"]
 
