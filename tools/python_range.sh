@@ -88,5 +88,7 @@ python_newest() {
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
-    printf '%s %s\n' "$(python_range)" "$(python_minors)"
+    range=$(python_range)
+    minors=$(python_minors)
+    printf '%s %s\n' "$range" "$minors"
 fi
