@@ -98,6 +98,10 @@ def test_a_313_only_machine_runs_make_setup_to_a_working_lab(tmp_path: Path) -> 
                 proc.wait()
     assert proc.returncode == 0, out[-6000:]
     assert f"[setup] Python: found Python {KEPT}:" in out, out[-6000:]
+    # Horovod through the machine's wheel cache: the wheel an earlier set-up built, or this one's, kept for the next
+    assert ("installed from the wheel this machine built before" in out
+            or "kept the wheel for the next set-up on this machine" in out), out[-6000:]
+    (tmp_path / "machine.log").write_text(out)   # what the run printed, kept with pytest's last three tmp folders
     doctor = out.split("=== doctor", 1)[1].split("=== horovod", 1)[0]
     failing = [line for line in doctor.splitlines() if line.startswith("[FAIL]")]
     assert [line for line in failing if "notebook 07" not in line] == [], doctor
