@@ -160,6 +160,18 @@ def readme_table() -> list[dict[str, str]]:
     return rows
 
 
+def _pin_for(name: str, python: str) -> str:
+    """``name``'s version in requirements/constraints.txt for Python ``python`` (its line's marker, if any)."""
+    from packaging.requirements import Requirement
+
+    for line in (ROOT / "requirements" / "constraints.txt").read_text().splitlines():
+        if re.match(rf"(?i){re.escape(name)}==", line):
+            requirement = Requirement(line)
+            if requirement.marker is None or requirement.marker.evaluate({"python_version": python}):
+                return next(iter(requirement.specifier)).version
+    raise AssertionError(f"no pin for {name} on Python {python}")
+
+
 def test_the_table_has_the_four_distributions_learners_use() -> None:
     assert [r["distribution"] for r in readme_table()] == ["Ubuntu 26.04", "Debian 13", "Ubuntu 24.04", "Debian 12"]
 
@@ -190,6 +202,8 @@ def test_the_plan_prints_what_the_readme_table_says(tmp_path: Path, row: dict[st
     assert f"plan: pip: tensorflow-cpu=={pins['tensorflow']} (cpu build" in proc.stdout or (
         f"plan: pip: tensorflow=={pins['tensorflow']} (cpu build" in proc.stdout), out
     assert f"tf-keras=={pins['tf_keras']}" in proc.stdout, out
+    for name in ("numpy", "protobuf", "h5py"):   # the pin for the Python it would use (a line's marker)
+        assert re.search(rf" {name}=={re.escape(_pin_for(name, row['uses']))}[,;]", proc.stdout), (name, out)
     assert (f"plan: horovod: horovod=={pins['horovod']} compiled from its source package (sha256-checked) with "
             f"requirements/patches/horovod-{pins['horovod']}.patch") in proc.stdout, out
     assert re.search(r"(?m)^\[setup\] plan: apt: apt-get install .*\bg\+\+ cmake\b", proc.stdout), out

@@ -189,6 +189,20 @@ if [ "$PLAN" = 1 ]; then
     elif can_apt; then apt_line="apt-get install ${missing[*]}"
     else apt_line="missing, printed for sudo (set-up cannot install as this user): ${missing[*]}"; fi
     say "plan: apt: $apt_line"
+    pin_for() {  # pin_for NAME -> NAME's pin for Python $PY_V (a line's python_version marker, where it has one)
+        local line ver op want have=$(( ${PY_V%%.*} * 100 + ${PY_V#*.} ))
+        while IFS= read -r line; do
+            ver=${line#*==}; ver=${ver%%;*}; ver=${ver// /}
+            [[ "$line" == *";"* ]] || { printf '%s' "$ver"; return; }
+            [[ "$line" =~ python_version[[:space:]]*(\<=|\>=|==|!=|\<|\>)[[:space:]]*\"([0-9]+)\.([0-9]+)\" ]] || continue
+            op=${BASH_REMATCH[1]} want=$(( BASH_REMATCH[2] * 100 + BASH_REMATCH[3] ))
+            case "$op" in
+                "<") (( have < want )) ;; "<=") (( have <= want )) ;; ">") (( have > want )) ;;
+                ">=") (( have >= want )) ;; "==") (( have == want )) ;; "!=") (( have != want )) ;;
+            esac && { printf '%s' "$ver"; return; }
+        done < <(grep -i -E "^$1==" "$CONSTRAINTS")
+        printf 'unpinned'
+    }
     # The TensorFlow build: asked from course_lib (stdlib only) with any Python 3.11+ already here.
     variant=
     for q in "$PY" "$BOOT_PY"; do
@@ -205,7 +219,7 @@ if [ "$PLAN" = 1 ]; then
         else tf="tensorflow==$(pin tensorflow)"; fi
         tf_line="$tf ($v build: ${variant#*$'\t'}), tf-keras==$(pin tf_keras)$([ "$v" = cpu ] && printf ' without its dependencies')"
     fi
-    say "plan: pip: $tf_line; numpy==$(pin numpy), protobuf==$(pin protobuf), h5py==$(pin h5py); course_lib[$v,$EXTRAS] editable, with uv==$(pin uv), all -c requirements/constraints.txt"
+    say "plan: pip: $tf_line; numpy==$(pin_for numpy), protobuf==$(pin_for protobuf), h5py==$(pin_for h5py); course_lib[$v,$EXTRAS] editable, with uv==$(pin uv), all -c requirements/constraints.txt"
     say "plan: horovod: horovod==$(pin horovod) compiled from its source package (sha256-checked) with requirements/patches/horovod-$(pin horovod).patch, Gloo$(command -v mpicxx >/dev/null && printf ' + MPI'), or its wheel from ~/.cache/course-dl when this machine built the same before"
     exit 0
 fi
