@@ -354,3 +354,18 @@ def test_the_plan_on_a_machine_without_python_adds_the_distributions_python3_to_
     assert f"plan: python: uv-managed Python {_minors()[0]}:" in proc.stdout, proc.stdout
     assert "plan: apt: apt-get install python3 python3-venv g++ cmake" in proc.stdout, proc.stdout
     assert not [c for c in log.read_text().splitlines() if c.startswith("apt-get")]
+
+
+def test_a_stock_debian_13_python3_without_venv_is_found_and_step_1_adds_its_venv_package(tmp_path: Path) -> None:
+    """Debian 13's python3 (3.13) without python3-venv, as root with apt: set-up uses it and step 1 installs
+    python3.13-venv (no uv download); the plan says so and calls no apt-get."""
+    bin_dir, log, env = _machine(tmp_path, "Debian 13", {})
+    for name in ("python3", "python3.13"):
+        _fake_python(bin_dir, name, (3, 13), venv=False)
+    env.update(COURSE_SETUP_PLAN="1")
+    proc = _setup(env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert ("plan: python: found Python 3.13: python3.13 (step 1 installs python3.13-venv, which it lacks)"
+            in proc.stdout), proc.stdout
+    assert "plan: apt: apt-get install python3.13-venv g++ cmake" in proc.stdout, proc.stdout
+    assert not [c for c in log.read_text().splitlines() if c.startswith("apt-get")]

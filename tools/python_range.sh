@@ -19,6 +19,8 @@
 #                                     versions/3.X*/bin/python3.X (its shims answer only for the selected
 #                                     version), then python3
 #   python_newest [CAND...]           "PATH X.Y" of the newest candidate in range with venv and ensurepip
+#   python_newest_without_venv        "PATH X.Y" of the newest candidate in range that runs but lacks them (Debian's
+#                                     python3 without python3.X-venv)
 set -euo pipefail
 
 PYTHON_RANGE_PYPROJECT=${PYTHON_RANGE_PYPROJECT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/pyproject.toml}
@@ -85,6 +87,20 @@ python_newest() {
     done
     [ -n "$best" ] || return 1
     printf '%s %s' "$best" "$best_v"
+}
+
+python_newest_without_venv() {
+    local minors cand v m found='' cands=()
+    minors=$(python_minors) || return 1
+    mapfile -t cands < <(python_candidates)
+    for m in $minors; do
+        for cand in "${cands[@]}"; do
+            v=$(python_version_of "$cand") && continue   # has venv: python_newest's
+            [ "$v" = "$m novenv" ] && found="$cand $m" && break 2
+        done
+    done
+    [ -n "$found" ] || return 1
+    printf '%s' "$found"
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then

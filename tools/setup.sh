@@ -142,6 +142,11 @@ elif [ -n "${PYTHON:-}" ]; then
     PY=$PYTHON PY_HOW=given
 elif found=$(python_newest); then
     PY=${found% *} PY_V=${found##* } PY_HOW=found
+elif can_apt && found=$(python_newest_without_venv) \
+        && dpkg-query -S "$(command -v "${found% *}")" >/dev/null 2>&1; then
+    # The distribution's Python in range without its venv module (Debian 13's python3 without python3-venv):
+    # step 1 installs python3.X-venv for it.
+    PY=${found% *} PY_V=${found##* } PY_HOW=found APT_PYTHON=("python$PY_V-venv")
 else
     # None in range (Ubuntu 26.04 ships 3.14 only; a bare machine has none): uv installs the newest supported
     # CPython, with a uv from PyPI in a bootstrap venv of whatever python3 the distribution has.
@@ -167,7 +172,7 @@ UV_BOOT=$ROOT/build/uv-bootstrap
 case "$PY_HOW" in
     venv) py_line="venv Python $PY_V: $VENV, kept" ;;
     given) py_line="given Python $PY_V: PYTHON=$PY" ;;
-    found) py_line="found Python $PY_V: $PY" ;;
+    found) py_line="found Python $PY_V: $PY${APT_PYTHON:+ (step 1 installs ${APT_PYTHON[*]}, which it lacks)}" ;;
     uv) py_line="uv-managed Python $PY_V: no Python $RANGE with venv here, so uv $(pin uv) installs CPython $PY_V into $UV_PY_DIR from $(uv_source) (a network that blocks it: set UV_PYTHON_INSTALL_MIRROR)" ;;
 esac
 
@@ -260,6 +265,9 @@ if [ "$PY_HOW" = uv ]; then
     UV_PYTHON_INSTALL_MIRROR to a reachable mirror of python-build-standalone's releases, then run again"
     PY=$(UV_PYTHON_INSTALL_DIR=$UV_PY_DIR "$UV_BOOT/bin/uv" python find --managed-python "$PY_V") \
         || die "uv installed CPython $PY_V but cannot find it in $UV_PY_DIR (above)"
+fi
+if [ "$PY_HOW" = found ] && [ ${#APT_PYTHON[@]} -gt 0 ]; then
+    python_version_of "$PY" >/dev/null || die "$PY still lacks the venv module after step 1 (above)"
 fi
 if [ "$PY_HOW" != venv ]; then
     say "creating $VENV with $PY (Python $PY_V)"
