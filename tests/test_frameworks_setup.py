@@ -71,6 +71,12 @@ def test_it_refuses_a_bad_variant_and_can_be_skipped(tmp_path):
 @pytest.mark.requires("frameworks-venv")
 def test_a_second_run_returns_at_once_on_its_stamp():
     venv = Path(frameworks.frameworks_python()).parents[1]
+    # The script runs for real on that venv: one built by another checkout (its course_lib path file names that
+    # checkout) would be rebuilt from this one's files, its course_lib path moved here.
+    paths = list(venv.glob("lib/python3*/site-packages/course_lib_path.pth"))
+    assert paths and paths[0].read_text().strip() == str(ROOT), (
+        f"{venv} is not this checkout's notebook 07 venv ({paths[0].read_text().strip() if paths else 'no path file'}"
+        f" is its course): run make setup here, or deselect this test")
     variant = "gpu" if frameworks.frameworks_versions().get("cuda") and not str(
         frameworks.frameworks_versions()["torch"]).endswith("+cpu") else "cpu"
     start = time.monotonic()
