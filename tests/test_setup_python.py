@@ -19,6 +19,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -140,9 +141,21 @@ def _tree(folder: Path) -> dict[str, tuple[int, int]]:
     return {str(p.relative_to(folder)): (p.lstat().st_size, p.lstat().st_mtime_ns) for p in folder.rglob("*")}
 
 
+def _in_session(argv: list[str], env: dict[str, str], timeout: int) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` in a session of its own, ended whole (every process it started) when it outlives ``timeout``."""
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                          start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
 def _setup(env: dict[str, str], *extra: str, timeout: int = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([shutil.which("bash") or "/bin/bash", str(ROOT / "tools" / "setup.sh"), *extra],
-                          capture_output=True, text=True, env=env, timeout=timeout)
+    return _in_session([shutil.which("bash") or "/bin/bash", str(ROOT / "tools" / "setup.sh"), *extra], env, timeout)
 
 
 # ---------------------------------------------------------------- the dry run, row by row of README's table
@@ -322,8 +335,7 @@ def test_a_machine_without_a_supported_python_gets_uvs_cpython_and_goes_on(
                 or k.lower() in ("https_proxy", "http_proxy", "no_proxy")})
     env.update(UV_PYTHON_DOWNLOADS_JSON_URL=downloads.as_uri(), COURSE_SETUP_VENV_ONLY="1",
                UV_CACHE_DIR=str(tmp_path / "uv-cache"), PIP_CACHE_DIR=str(Path.home() / ".cache" / "pip"))
-    proc = subprocess.run([str(bin_dir / "bash"), str(course / "tools" / "setup.sh")], capture_output=True,
-                          text=True, env=env, timeout=600)
+    proc = _in_session([str(bin_dir / "bash"), str(course / "tools" / "setup.sh")], env, 600)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     announced = [line for line in proc.stdout.splitlines() if "UV_PYTHON_INSTALL_MIRROR" in line]
