@@ -248,6 +248,12 @@ def test_build_probe_reports_an_extension_that_does_not_load(tmp_path: Path) -> 
 
 
 def test_second_setup_is_fast_and_changes_nothing() -> None:
+    # set-up runs on the venv of this session: one that is not this checkout's .venv (a worktree's tests run with
+    # another checkout's venv) would be set up again from this checkout's files (its editable course_lib moved).
+    own = Path(os.environ.get("COURSE_VENV") or ROOT / ".venv")   # make's VENV= (tools/learner.mk exports it)
+    assert Path(sys.prefix).resolve() == own.resolve(), (
+        f"this test runs tools/setup.sh on the venv it runs in, {sys.prefix}, which is not this checkout's "
+        f"{own}: run it with this checkout's own venv (make setup here), or deselect it")
     start = time.monotonic()
     proc = subprocess.run(["bash", str(ROOT / "tools" / "setup.sh")], capture_output=True, text=True,
                           timeout=600, env={**os.environ, "COURSE_VENV": str(Path(sys.prefix))})

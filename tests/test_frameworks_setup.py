@@ -71,6 +71,12 @@ def test_it_refuses_a_bad_variant_and_can_be_skipped(tmp_path):
 @pytest.mark.requires("frameworks-venv")
 def test_a_second_run_returns_at_once_on_its_stamp():
     venv = Path(frameworks.frameworks_python()).parents[1]
+    # The script runs for real on that venv: one built by another checkout (its course_lib path file names that
+    # checkout) would be rebuilt from this one's files, its course_lib path moved here.
+    paths = list(venv.glob("lib/python3*/site-packages/course_lib_path.pth"))
+    assert paths and paths[0].read_text().strip() == str(ROOT), (
+        f"{venv} is not this checkout's notebook 07 venv ({paths[0].read_text().strip() if paths else 'no path file'}"
+        f" is its course): run make setup here, or deselect this test")
     variant = "gpu" if frameworks.frameworks_versions().get("cuda") and not str(
         frameworks.frameworks_versions()["torch"]).endswith("+cpu") else "cpu"
     start = time.monotonic()
@@ -109,3 +115,59 @@ def test_the_doctor_line_flips_with_what_the_venv_answers():
     assert check_frameworks({**good, "gloo": False}).status == "fail"
     assert check_frameworks({"error": "missing"}).status == "fail"
     assert "CUDA 12.8" in check_frameworks({**good, "cuda": "12.8"}).detail
+
+
+def _choose(tmp_path: Path, pythons: dict, base: tuple[int, int] | None = None) -> tuple[str, str]:
+    """Run the script on a fake PATH of fake interpreters (tests/test_setup_script.py's: they record ``-m venv``
+    and fail it, so the script stops there); ``base``: the course venv's python is a fake of that version."""
+    import shutil
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_setup_script import TOOLS, _fake_python
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in TOOLS:
+        (bin_dir / tool).symlink_to(shutil.which(tool))
+    for name, version in pythons.items():
+        _fake_python(bin_dir, name, version)
+    main_venv = tmp_path / "venv"
+    if base:
+        (main_venv / "bin").mkdir(parents=True)
+        _fake_python(main_venv / "bin", "python", base)
+        fake = main_venv / "bin" / "python"   # its sys._base_executable: itself, a fake too (never a real Python)
+        fake.write_text(fake.read_text().replace("sys.version_info = ", "sys._base_executable = '$0'; "
+                                                 "sys.version_info = "))
+    # A session of its own, ended whole if it outlives the limit: nothing it started is left behind.
+    with subprocess.Popen([str(bin_dir / "bash"), str(SCRIPT), "cpu"], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                          env={"PATH": str(bin_dir), "HOME": str(tmp_path), "COURSE_VENV": str(main_venv),
+                               "COURSE_FRAMEWORKS_VENV": str(tmp_path / "fw")}) as proc:
+        try:
+            out = proc.communicate(timeout=60)[0]
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, 9)
+                proc.wait()
+    calls = [p.read_text().split(" -m venv")[0] for p in (bin_dir / "venv-call", main_venv / "bin" / "venv-call")
+             if p.exists()]
+    assert not (tmp_path / "fw").exists(), "a real venv was made: the fakes must stop the script"
+    return (calls[0] if calls else ""), out
+
+
+@pytest.mark.parametrize("pythons, base, chosen", [
+    ({"python3.11": (3, 11), "python3.13": (3, 13)}, None, "bin/python3.11"),   # the cp311 torch build
+    ({"python3.13": (3, 13), "python3": (3, 14)}, None, "bin/python3.13"),      # Debian 13: no 3.11 there
+    ({"python3.12": (3, 12), "python3.13": (3, 13)}, None, "bin/python3.13"),   # the newest in range
+    ({"python3": (3, 14)}, (3, 13), "venv/bin/python"),                        # Ubuntu 26.04: .venv's uv CPython
+], ids=["3.11-preferred", "3.13-only", "newest", "venv-base"])
+def test_notebook_07s_venv_takes_3_11_else_the_newest_in_range_else_the_course_venvs(
+        tmp_path: Path, pythons: dict, base: tuple[int, int] | None, chosen: str) -> None:
+    call, out = _choose(tmp_path, pythons, base)
+    assert call == str(tmp_path / chosen), out
+
+
+def test_notebook_07s_venv_refuses_with_the_range_when_there_is_no_python_in_it(tmp_path: Path) -> None:
+    call, out = _choose(tmp_path, {"python3": (3, 14)}, base=(3, 10))
+    assert call == "" and "no Python >=3.11,<3.14 with venv for notebook 07's venv" in out, out

@@ -151,8 +151,8 @@ def test_edition_holds_the_learner_files_only(edition: Path) -> None:
     assert not [p for p in every if "instructor" in p or p.startswith("tests") or "__pycache__" in p]
     # The set-up and the local cluster only (learner.mk became the Makefile): no maintainers' tool (tools/README.md).
     assert sorted(p.name for p in (dest / "tools").iterdir()) == [
-        "jupyterlab-overrides.json", "localcluster", "setup.sh", "setup_frameworks.sh", "uv_install.py",
-        "wheel_cache.py"]
+        "jupyterlab-overrides.json", "localcluster", "python_range.sh", "setup.sh", "setup_frameworks.sh",
+        "uv_install.py", "wheel_cache.py"]
     assert sorted(p.name for p in (dest / "notebooks").iterdir()) == sorted(
         p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     assert (dest / "source_code" / "horovod_fmnist.py").is_file()

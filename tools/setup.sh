@@ -4,7 +4,14 @@
 #   1. system packages (compiler, cmake, Open MPI, Debian's Fashion-MNIST, Chromium; and for the full profile
 #      Slurm, munge, sshd and iproute2, the local cluster of the tests) when root with apt;
 #      otherwise the exact list to install is printed and set-up goes on where it can;
-#   2. a Python 3.12 (else 3.11) virtual environment in .venv/;
+#   0. (before anything is installed) the interpreter: an existing .venv in range is kept; else PYTHON=; else the
+#      newest Python on PATH or in pyenv's versions whose version is in pyproject.toml's requires-python (read by
+#      tools/python_range.sh) and which has venv and ensurepip; else (a machine with only Ubuntu 26.04's 3.14, or
+#      none) uv's CPython of the newest supported version. A machine set-up cannot serve (an architecture without
+#      TensorFlow wheels; no Python and uv's download unreachable) is refused here, with its remedies.
+#      COURSE_SETUP_PLAN=1 prints this decision and the packages set-up would install, and stops: nothing changes;
+#   2. the virtual environment in .venv/, from that interpreter (uv's: installed first into build/python with a
+#      pinned uv from PyPI in build/uv-bootstrap, from a python3 that step 1 installs where there is none);
 #   3. the pinned stack from requirements/constraints.txt, course_lib installed editable, and the TensorFlow
 #      build this machine takes (course_lib.environment.tensorflow_build.tensorflow_variant, the one place that
 #      decides): gpu where nvidia-smi lists a GPU or COURSE_GPU=1: tensorflow[and-cuda] with tf-keras; else cpu:
@@ -16,7 +23,8 @@
 #   and notebook 07's second venv, .venv-07 (PyTorch, JAX, Keras 3): tools/setup_frameworks.sh.
 #
 # Idempotent: a stamp in .venv records what was installed; a second run checks it and returns in seconds.
-# Variables: PYTHON (interpreter to build the venv from), COURSE_VENV (venv path), COURSE_GPU (1/0 to force
+# Variables: PYTHON (interpreter to build the venv from), COURSE_VENV (venv path), COURSE_SETUP_PLAN=1 (the dry run),
+# UV_PYTHON_INSTALL_MIRROR / UV_PYTHON_DOWNLOADS_JSON_URL / UV_PYTHON_INSTALL_DIR (uv's, passed on), COURSE_GPU (1/0 to force
 # the GPU/CPU build), COURSE_SKIP_APT=1 (never call apt-get), COURSE_FORCE_SETUP=1 (ignore the stamp),
 # COURSE_NO_BUILD_CACHE=1 (build Horovod even when this machine kept a wheel of the same build: tools/wheel_cache.py).
 set -euo pipefail
@@ -49,17 +57,182 @@ pin() {  # pin NAME -> version from the constraints file (the one place pins liv
     printf '%s' "$v"
 }
 
-# --- 1. system packages ---------------------------------------------------------------------------
+# shellcheck source=tools/python_range.sh
+source "$ROOT/tools/python_range.sh"   # the supported Pythons: pyproject.toml's requires-python, read in one place
+PLAN=${COURSE_SETUP_PLAN:-0}
+case "$PLAN" in 0|1) ;; *) die "COURSE_SETUP_PLAN=$PLAN: use 1 (print what set-up would do, change nothing) or leave it unset" ;; esac
+can_apt() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && [ "${COURSE_SKIP_APT:-0}" != 1 ]; }
+
+# --- 0. the machine and its interpreter, decided before anything is installed ----------------------------
+# Every refusal below comes before step 1: a machine set-up cannot serve is left as it was.
+OS_RELEASE=${COURSE_OS_RELEASE:-/etc/os-release}
+os_field() {  # os_field KEY -> its value in os-release (quotes removed), or nothing
+    local v
+    v=$(grep -E "^$1=" "$OS_RELEASE" 2>/dev/null | head -n1 | cut -d= -f2-) || true
+    v=${v#\"}; printf '%s' "${v%\"}"
+}
+OS_ID=$(os_field ID); OS_VERSION=$(os_field VERSION_ID)
+case "$OS_ID" in debian|ubuntu) OS_NAME="${OS_ID^} $OS_VERSION" ;; *) OS_NAME="$(os_field NAME) $OS_VERSION" ;; esac
+ARCH=$(uname -m)
+case "$ARCH" in
+    x86_64|aarch64) ;;
+    *) die "this machine is $ARCH: TensorFlow publishes Linux wheels for x86_64 and aarch64 only, so the course
+    cannot be set up here. Nothing was installed. Use an x86_64 or aarch64 machine (a cloud VM, or a cluster:
+    cluster/README.md)." ;;
+esac
+MINORS=$(python_minors) || die "pyproject.toml's requires-python cannot be read (above)"
+NEWEST=${MINORS%% *}
+RANGE="$(python_range) (Python ${MINORS##* } to $NEWEST)"
+# The Python each distribution packages (its python3; Debian 12 and Ubuntu 24.04 also name it python3.X).
+distro_remedy() {
+    local v pkgs
+    case "$OS_ID $OS_VERSION" in
+        "debian 12") v=3.11 pkgs="python3.11 python3.11-venv" ;;
+        "debian 13") v=3.13 pkgs="python3 python3-venv" ;;
+        "ubuntu 24.04") v=3.12 pkgs="python3.12 python3.12-venv" ;;
+        "ubuntu 26.04") v=3.14 pkgs= ;;
+        *) printf 'install a Python %s with its venv module from your distribution' "$RANGE"; return ;;
+    esac
+    if [[ " $MINORS " == *" $v "* ]]; then
+        printf '%s packages Python %s: sudo apt-get install -y %s' "$OS_NAME" "$v" "$pkgs"
+    else
+        printf '%s packages only Python %s, which the course cannot use (no TensorFlow wheel)' "$OS_NAME" "$v"
+    fi
+}
+# Where uv downloads CPython from (uv's own default, its documented mirror variable, or a download list).
+UV_DEFAULT_SOURCE=https://github.com/astral-sh/python-build-standalone/releases/download
+uv_source() { printf '%s' "${UV_PYTHON_DOWNLOADS_JSON_URL:-${UV_PYTHON_INSTALL_MIRROR:-$UV_DEFAULT_SOURCE}}"; }
+reachable() {  # reachable URL: a file that exists, or a server that answers (any HTTP status), within 15 s
+    local url=$1 rest host port
+    case "$url" in
+        file://*) [ -r "${url#file://}" ]; return ;;
+        http://*|https://*) ;;
+        *) return 1 ;;
+    esac
+    if command -v curl >/dev/null; then
+        curl -sS -o /dev/null -I --max-time 15 "$url" 2>/dev/null; return
+    fi
+    rest=${url#*://}; host=${rest%%/*}; port=443
+    [[ "$url" == http://* ]] && port=80
+    [[ "$host" == *:* ]] && port=${host##*:} && host=${host%:*}
+    command -v timeout >/dev/null || return 1
+    # shellcheck disable=SC2016  # expanded by the inner bash, from its arguments
+    timeout 15 bash -c 'exec 3<>"/dev/tcp/$1/$2"' _ "$host" "$port" 2>/dev/null
+}
+refuse() {  # refuse MESSAGE: before anything is installed
+    [ "$PLAN" = 1 ] && say "plan: python: refused"
+    die "$1
+    Nothing was installed."
+}
+# PY_HOW: venv (the existing venv, kept), given (PYTHON=), found (the newest in range here) or uv (uv's CPython).
+PY='' PY_V='' PY_HOW='' BOOT_PY='' APT_PYTHON=()
+# shellcheck disable=SC2119  # python_newest without arguments: the interpreters of PATH and pyenv
+if [ -e "$VENV/bin/python" ]; then
+    PY_V=$("$VENV/bin/python" -c 'import sys; print(*sys.version_info[:2], sep=".")' 2>/dev/null) \
+        || refuse "$VENV/bin/python does not run (its base Python was removed?): remove the venv (rm -rf $VENV) and run set-up again"
+    [[ " $MINORS " == *" $PY_V "* ]] \
+        || refuse "$VENV is Python $PY_V; the course needs $RANGE: remove it (rm -rf $VENV) and run set-up again"
+    PY=$VENV/bin/python PY_HOW=venv
+elif [ -n "${PYTHON:-}" ]; then
+    rc=0; PY_V=$(python_version_of "$PYTHON") || rc=$?
+    PY_V=${PY_V% novenv}
+    [ -n "$PY_V" ] || refuse "PYTHON=$PYTHON does not run"
+    [[ " $MINORS " == *" $PY_V "* ]] || refuse "PYTHON=$PYTHON is Python $PY_V; the course needs $RANGE"
+    [ "$rc" = 0 ] || refuse "PYTHON=$PYTHON (Python $PY_V) has no venv module (Debian/Ubuntu: sudo apt-get install -y python$PY_V-venv)"
+    PY=$PYTHON PY_HOW=given
+elif found=$(python_newest); then
+    PY=${found% *} PY_V=${found##* } PY_HOW=found
+elif can_apt && found=$(python_newest_without_venv) \
+        && dpkg-query -S "$(command -v "${found% *}")" >/dev/null 2>&1; then
+    # The distribution's Python in range without its venv module (Debian 13's python3 without python3-venv):
+    # step 1 installs python3.X-venv for it.
+    PY=${found% *} PY_V=${found##* } PY_HOW=found APT_PYTHON=("python$PY_V-venv")
+else
+    # None in range (Ubuntu 26.04 ships 3.14 only; a bare machine has none): uv installs the newest supported
+    # CPython, with a uv from PyPI in a bootstrap venv of whatever python3 the distribution has.
+    PY_HOW=uv PY_V=$NEWEST
+    if python_version_of python3 >/dev/null; then
+        BOOT_PY=python3
+    elif can_apt; then
+        APT_PYTHON=(python3 python3-venv)
+    else
+        refuse "no Python $RANGE with venv here, and no python3 with venv to bring one with uv; set-up cannot
+    install one (needs root and apt). Remedies: $(distro_remedy); or sudo apt-get install -y python3 python3-venv
+    (set-up then installs CPython $NEWEST with uv); or PYTHON=/path/to/python$NEWEST; or conda: conda env create -f environment.yml"
+    fi
+    reachable "$(uv_source)" || refuse "no Python $RANGE with venv here, and uv's CPython download ($(uv_source)) cannot
+    be reached. Remedies: $(distro_remedy); or point UV_PYTHON_INSTALL_MIRROR at a reachable mirror of
+    python-build-standalone's releases; or PYTHON=/path/to/python$NEWEST; or conda: conda env create -f environment.yml"
+fi
+# uv's CPython goes beside the course's venv, in build/python (UV_PYTHON_INSTALL_DIR chooses another folder): whoever
+# can run .venv can run its interpreter, a room's learner accounts included (make room), which a home folder's
+# ~/.local/share/uv would not give them; `make clean` removes it with the venv.
+UV_PY_DIR=${UV_PYTHON_INSTALL_DIR:-$ROOT/build/python}
+UV_BOOT=$ROOT/build/uv-bootstrap
+case "$PY_HOW" in
+    venv) py_line="venv Python $PY_V: $VENV, kept" ;;
+    given) py_line="given Python $PY_V: PYTHON=$PY" ;;
+    found) py_line="found Python $PY_V: $PY${APT_PYTHON:+ (step 1 installs ${APT_PYTHON[*]}, which it lacks)}" ;;
+    uv) py_line="uv-managed Python $PY_V: no Python $RANGE with venv here, so uv $(pin uv) installs CPython $PY_V into $UV_PY_DIR from $(uv_source) (a network that blocks it: set UV_PYTHON_INSTALL_MIRROR)" ;;
+esac
+
+# The system packages set-up would install: what dpkg lacks (a probe: its answer is read, not shown).
 missing=()
-for p in "${APT_PACKAGES[@]}"; do
-    status=$(dpkg-query -W -f='${Status}' "$p" 2>&1 || true)  # a probe: its answer is read, not shown
+for p in "${APT_PYTHON[@]}" "${APT_PACKAGES[@]}"; do
+    status=$(dpkg-query -W -f='${Status}' "$p" 2>&1 || true)
     [[ "$status" == *"install ok installed"* ]] && continue
     # Node from another source (NodeSource's nodejs ships npm) satisfies nodejs/npm: Debian's npm would conflict.
     case "$p" in nodejs) command -v node >/dev/null && continue ;; npm) command -v npm >/dev/null && continue ;; esac
     missing+=("$p")
 done
+
+if [ "$PLAN" = 1 ]; then
+    # COURSE_SETUP_PLAN=1: what set-up would use and install here; no apt, no venv, no download.
+    say "plan (COURSE_SETUP_PLAN=1: nothing is changed): $OS_NAME, $ARCH, $PROFILE profile"
+    say "plan: python: $py_line"
+    if [ ${#missing[@]} = 0 ]; then apt_line="nothing missing"
+    elif can_apt; then apt_line="apt-get install ${missing[*]}"
+    else apt_line="missing, printed for sudo (set-up cannot install as this user): ${missing[*]}"; fi
+    say "plan: apt: $apt_line"
+    pin_for() {  # pin_for NAME -> NAME's pin for Python $PY_V (a line's python_version marker, where it has one)
+        local line ver op want have=$(( ${PY_V%%.*} * 100 + ${PY_V#*.} ))
+        while IFS= read -r line; do
+            ver=${line#*==}; ver=${ver%%;*}; ver=${ver// /}
+            [[ "$line" == *";"* ]] || { printf '%s' "$ver"; return; }
+            [[ "$line" =~ python_version[[:space:]]*(\<=|\>=|==|!=|\<|\>)[[:space:]]*\"([0-9]+)\.([0-9]+)\" ]] || continue
+            op=${BASH_REMATCH[1]} want=$(( BASH_REMATCH[2] * 100 + BASH_REMATCH[3] ))
+            case "$op" in
+                "<") (( have < want )) ;; "<=") (( have <= want )) ;; ">") (( have > want )) ;;
+                ">=") (( have >= want )) ;; "==") (( have == want )) ;; "!=") (( have != want )) ;;
+            esac && { printf '%s' "$ver"; return; }
+        done < <(grep -i -E "^$1==" "$CONSTRAINTS")
+        printf 'unpinned'
+    }
+    # The TensorFlow build: asked from course_lib (stdlib only) with any Python 3.11+ already here.
+    variant=
+    for q in "$PY" "$BOOT_PY"; do
+        [ -n "$q" ] || continue
+        variant=$(PYTHONPATH="$ROOT" "$q" -P -m course_lib.environment.tensorflow_build variant 2>/dev/null) && break
+        variant=
+    done
+    v='cpu|gpu'
+    if [ -z "$variant" ]; then tf_line="tensorflow $(pin tensorflow) (the build course_lib decides once Python is here)"
+    else
+        v=${variant%%$'\t'*}
+        if [ "$v" = gpu ]; then tf="tensorflow[and-cuda]==$(pin tensorflow)"
+        elif [ "$ARCH" = x86_64 ]; then tf="tensorflow-cpu==$(pin tensorflow)"
+        else tf="tensorflow==$(pin tensorflow)"; fi
+        tf_line="$tf ($v build: ${variant#*$'\t'}), tf-keras==$(pin tf_keras)$([ "$v" = cpu ] && printf ' without its dependencies')"
+    fi
+    say "plan: pip: $tf_line; numpy==$(pin_for numpy), protobuf==$(pin_for protobuf), h5py==$(pin_for h5py); course_lib[$v,$EXTRAS] editable, with uv==$(pin uv), all -c requirements/constraints.txt"
+    say "plan: horovod: horovod==$(pin horovod) compiled from its source package (sha256-checked) with requirements/patches/horovod-$(pin horovod).patch, Gloo$(command -v mpicxx >/dev/null && printf ' + MPI'), or its wheel from ~/.cache/course-dl when this machine built the same before"
+    exit 0
+fi
+say "Python: $py_line"
+
+# --- 1. system packages ---------------------------------------------------------------------------
 if [ ${#missing[@]} -gt 0 ]; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && [ "${COURSE_SKIP_APT:-0}" != 1 ]; then
+    if can_apt; then
         say "installing system packages: ${missing[*]}"
         export DEBIAN_FRONTEND=noninteractive
         apt-get update -qq
@@ -73,36 +246,40 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # --- 2. interpreter and venv -------------------------------------------------------------------------
-if [ ! -x "$VENV/bin/python" ]; then
-    py=${PYTHON:-}
-    if [ -z "$py" ]; then
-        # 3.12 first where both exist (CI runs it; Ubuntu 24.04 has only 3.12), then 3.11 (Debian 12);
-        # TensorFlow 2.18 has wheels for both. A room's learner accounts (make room) must be able to run
-        # this Python: a pyenv Python under a private home (/root is 0700) is out of their reach, and
-        # make room says what to do then.
-        # pyenv: its `python3.12` shim answers only when 3.12 is the selected version, so ask pyenv for
-        # the folders of its installed 3.12s too (a machine whose global pyenv Python is 3.11).
-        cands=(python3.12)
-        if command -v pyenv >/dev/null && proot=$(pyenv root 2>/dev/null) && [ -n "$proot" ]; then
-            for f in "$proot"/versions/3.12*/bin/python3.12; do [ -x "$f" ] && cands+=("$f"); done
-        fi
-        for cand in "${cands[@]}" python3.11 python3; do
-            if command -v "$cand" >/dev/null \
-                    && "$cand" -c 'import sys, ensurepip, venv; sys.exit(sys.version_info[:2] not in ((3, 12), (3, 11)))' 2>/dev/null; then
-                py=$cand; break
-            fi
-        done
+if [ "$PY_HOW" = uv ]; then
+    if [ -z "$BOOT_PY" ]; then
+        python_version_of python3 >/dev/null || die "python3 with venv is still missing after step 1 (above)"
+        BOOT_PY=python3
     fi
-    [ -n "$py" ] || die "neither Python 3.12 nor 3.11 found (TensorFlow 2.18 and Horovod 0.28.1 are pinned for them).
-    Install one: Ubuntu 24.04: sudo apt-get install python3.12 python3.12-venv;
-    Debian 12: sudo apt-get install python3.11 python3.11-venv; elsewhere: pyenv install 3.12;
-    or point PYTHON=/path/to/python3.12, or use conda: conda env create -f environment.yml"
-    pyv=$("$py" -c 'import sys; print(*sys.version_info[:2], sep=".")' 2>/dev/null) || die "$py does not run"
-    case "$pyv" in 3.12|3.11) ;; *) die "$py is Python $pyv; the course needs 3.12 or 3.11." ;; esac
-    "$py" -c 'import ensurepip, venv' 2>/dev/null \
-        || die "$py has no venv module (Debian/Ubuntu: sudo apt-get install python$pyv-venv)"
-    say "creating $VENV with $py (Python $pyv)"
-    "$py" -m venv "$VENV" || die "could not create the venv (Debian/Ubuntu: sudo apt-get install python$pyv-venv)"
+    if [ "$("$UV_BOOT/bin/uv" --version 2>/dev/null || true)" != "uv $(pin uv)" ]; then
+        # Removed on any failure or interrupt: no half-made bootstrap venv is left behind.
+        trap 'rm -rf "$UV_BOOT"' EXIT
+        rm -rf "$UV_BOOT"
+        "$BOOT_PY" -m venv "$UV_BOOT" || die "could not create $UV_BOOT with $BOOT_PY (above)"
+        "$UV_BOOT/bin/python" -m pip install -q --disable-pip-version-check "uv==$(pin uv)" \
+            || die "could not install uv $(pin uv) from the package index (above)"
+        trap - EXIT
+    fi
+    (umask 022; UV_PYTHON_INSTALL_DIR=$UV_PY_DIR "$UV_BOOT/bin/uv" python install --no-bin "$PY_V") \
+        || die "uv could not install CPython $PY_V from $(uv_source) (above): where that host is blocked, set
+    UV_PYTHON_INSTALL_MIRROR to a reachable mirror of python-build-standalone's releases, then run again"
+    PY=$(UV_PYTHON_INSTALL_DIR=$UV_PY_DIR "$UV_BOOT/bin/uv" python find --managed-python "$PY_V") \
+        || die "uv installed CPython $PY_V but cannot find it in $UV_PY_DIR (above)"
+fi
+if [ "$PY_HOW" = found ] && [ ${#APT_PYTHON[@]} -gt 0 ]; then
+    python_version_of "$PY" >/dev/null || die "$PY still lacks the venv module after step 1 (above)"
+fi
+if [ "$PY_HOW" != venv ]; then
+    say "creating $VENV with $PY (Python $PY_V)"
+    made=0; [ -e "$VENV" ] || made=1
+    if ! "$PY" -m venv "$VENV"; then
+        [ "$made" = 0 ] || rm -rf "$VENV"   # a venv this run began is not left half-made
+        die "could not create the venv (Debian/Ubuntu: sudo apt-get install python$PY_V-venv)"
+    fi
+fi
+if [ "${COURSE_SETUP_VENV_ONLY:-0}" = 1 ]; then
+    say "COURSE_SETUP_VENV_ONLY=1: stopping after step 2 ($VENV, Python $PY_V)"
+    exit 0
 fi
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 # course_lib from this folder (the venv's editable install may not exist yet), for what set-up asks it; -P: not

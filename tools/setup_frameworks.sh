@@ -5,7 +5,7 @@
 #
 # Why a second venv, and what it costs (measured): docs/decisions/frameworks-venv.md. In short: TensorFlow 2.18
 # caps NumPy below 2.1 and PyPI's Linux torch wheel is a CUDA build of several GB; a venv of its own takes the CPU
-# build where one is offered (Python 3.11 preferred) and leaves the course's stack untouched. The notebook's kernel
+# build where one is offered (Python 3.11 preferred where the course's range has it) and leaves the course's stack untouched. The notebook's kernel
 # stays in .venv; notebook 07 starts its PyTorch and JAX scripts as processes of this venv's python.
 #
 # Where: $COURSE_FRAMEWORKS_VENV, else the course venv's path with -07 added (.venv-07). What: torch, jax, jaxlib
@@ -47,23 +47,28 @@ fi
 START=$(date +%s)
 
 if [ ! -x "$FW_VENV/bin/python" ]; then
-    # Python 3.11 first: a CPU build of torch for it may lie on this machine's disk (and PyTorch's CPU index has
-    # one for every version); then 3.12, then whatever the course's venv was made from.
-    cands=(python3.11)
-    if command -v pyenv >/dev/null && proot=$(pyenv root 2>/dev/null) && [ -n "$proot" ]; then
-        for f in "$proot"/versions/3.11*/bin/python3.11; do [ -x "$f" ] && cands+=("$f"); done
+    # The course's range (pyproject.toml's requires-python, read by tools/python_range.sh, as tools/setup.sh does).
+    # Python 3.11 first where it is in range and here: a CPU build of torch for it may lie on this machine's disk
+    # (the one this course's machine reaches is cp311; PyTorch's CPU index has one for every version); then the
+    # newest in range on PATH or in pyenv; then whatever the course's venv was made from (uv's CPython on a machine
+    # that had none).
+    # shellcheck source=tools/python_range.sh
+    source "$ROOT/tools/python_range.sh"
+    PREFERRED=3.11
+    MINORS=$(python_minors) || die "pyproject.toml's requires-python cannot be read (above)"
+    preferred=()
+    if [[ " $MINORS " == *" $PREFERRED "* ]]; then
+        mapfile -t preferred < <(python_candidates | grep -E "python$PREFERRED\$" || true)
     fi
-    cands+=(python3.12 "$("$MAIN_VENV/bin/python" -c 'import sys; print(sys._base_executable)' 2>/dev/null || true)")
+    base=$("$MAIN_VENV/bin/python" -c 'import sys; print(sys._base_executable)' 2>/dev/null || true)
     py=
-    for cand in "${cands[@]}"; do
-        [ -n "$cand" ] || continue
-        if command -v "$cand" >/dev/null \
-                && "$cand" -c 'import sys, ensurepip, venv; sys.exit(sys.version_info[:2] not in ((3, 11), (3, 12)))' \
-                2>/dev/null; then
-            py=$cand; break
-        fi
+    # shellcheck disable=SC2119  # python_newest without arguments: the interpreters of PATH and pyenv
+    for found in "$([ ${#preferred[@]} = 0 ] || python_newest "${preferred[@]}")" "$(python_newest || true)" \
+            "$([ -z "$base" ] || python_newest "$base")"; do
+        [ -n "$found" ] && py=${found% *} && break
     done
-    [ -n "$py" ] || die "no Python 3.11 or 3.12 with venv for notebook 07's venv (Debian: sudo apt-get install python3.11-venv)"
+    [ -n "$py" ] || die "no Python $(python_range) with venv for notebook 07's venv, and the course venv's own
+    ($base) is not one: run make setup first (it finds or installs one), or PYTHON=... make setup"
     say "creating $FW_VENV (PyTorch, JAX, Keras 3 for notebook 07) with $py"
     "$py" -m venv "$FW_VENV" || die "could not create $FW_VENV"
 fi

@@ -7,7 +7,7 @@ Usage::
 
 The learner edition holds what a learner needs and nothing an instructor keeps: the notebooks
 (learner version, below), ``course_lib/``, ``source_code/``, ``cluster/`` and ``tools/localcluster/`` (notebook
-06 reads and runs them), the set-up (``tools/setup.sh`` with ``tools/wheel_cache.py``, ``tools/uv_install.py``,
+06 reads and runs them), the set-up (``tools/setup.sh`` with ``tools/python_range.sh``, ``tools/wheel_cache.py``, ``tools/uv_install.py``,
 ``requirements/``, ``pyproject.toml``, ``environment.yml``), ``docs/architecture.md``, a learner
 README and a learner Makefile (``make lab``, ``make doctor``; the data is prepared by set-up with
 ``python -m course_lib prepare-data``). It has no ``instructor/``, no ``tests/``, no benchmarks and
@@ -67,7 +67,7 @@ END = re.compile(r"^[ \t]*#+\s*END SOLUTION\s*$")
 STUB = 'raise NotImplementedError("your code here")'
 # What the learner edition copies from the course folder (folders whole, minus caches).
 COPIED = ("course_lib", "source_code", "cluster", "requirements", "pyproject.toml", "environment.yml",
-          "tools/setup.sh", "tools/setup_frameworks.sh", "tools/wheel_cache.py", "tools/uv_install.py",
+          "tools/setup.sh", "tools/setup_frameworks.sh", "tools/python_range.sh", "tools/wheel_cache.py", "tools/uv_install.py",
           "tools/jupyterlab-overrides.json",
           "tools/localcluster", "docs/architecture.md")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".ipynb_checkpoints")
