@@ -129,12 +129,17 @@ def floors(inside: dict[str, set[str]]) -> int:
     return max((level(m) for m in inside), default=0)
 
 
-def counts(root: Path) -> dict[str, dict[str, int]]:
-    """Per layer: ``modules`` (its modules, packages' ``__init__`` left out), ``arrows`` (distinct module-to-module imports inside it),
-    ``floors`` (modules on its longest chain of imports inside it) and ``out`` (distinct imports to other layers)."""
+def _graph(root: Path) -> dict[str, list]:
     edges, problems = import_graph.graph(root, PACKAGE)
     if problems:
         raise ValueError(f"imports tests/import_graph.py cannot read: {problems}")
+    return edges
+
+
+def counts(root: Path, edges: dict[str, list] | None = None) -> dict[str, dict[str, int]]:
+    """Per layer: ``modules`` (its modules, packages' ``__init__`` left out), ``arrows`` (distinct module-to-module imports inside it),
+    ``floors`` (modules on its longest chain of imports inside it) and ``out`` (distinct imports to other layers)."""
+    edges = _graph(root) if edges is None else edges
     packages = {name for name, path in import_graph.modules(root, PACKAGE).items() if path.name == "__init__.py"}
     result: dict[str, dict[str, int]] = {}
     for layer in layer_folders(root):
@@ -154,18 +159,18 @@ def counts(root: Path) -> dict[str, dict[str, int]]:
     return result
 
 
-def layer_arrows(root: Path) -> set[tuple[str, str]]:
+def layer_arrows(edges: dict[str, list]) -> set[tuple[str, str]]:
     """The distinct layer-to-layer imports (``("runner", "training")``: some runner module imports training)."""
-    edges, _ = import_graph.graph(root, PACKAGE)
     return {(a, b) for source, found in edges.items() for edge in found
             if (a := _layer_of(source)) and (b := _layer_of(edge.target)) and a != b}
 
 
 def counts_table(root: Path) -> str:
+    edges = _graph(root)
     rows = ["| layer | modules | arrows inside | floors | arrows to other layers |", "|---|---|---|---|---|"]
     rows += [f"| {layer} | {c['modules']} | {c['arrows']} | {c['floors']} | {c['out']} |"
-             for layer, c in counts(root).items()]
-    between = sorted(layer_arrows(root))
+             for layer, c in counts(root, edges).items()]
+    between = sorted(layer_arrows(edges))
     rows += ["", f"Between the layers: {len(between)} arrows ("
              + ", ".join(f"{a} → {b}" for a, b in between) + ")."]
     return "\n".join(rows)
