@@ -10,21 +10,16 @@ plant each kind of change and watch the check see it.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 from test_layers import ORDER
+from tool_modules import load_tool
 
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("course_tools_maps", ROOT / "tools" / "maintainers" / "maps.py")
-assert spec is not None and spec.loader is not None
-maps = sys.modules.setdefault(spec.name, importlib.util.module_from_spec(spec))
-if not hasattr(maps, "stale"):
-    spec.loader.exec_module(maps)
+maps = load_tool("maps")
 
 ALL_BLOCKS = ["docs/architecture.md: module-map", "docs/architecture.md: import-counts", "README.md: notebook-list",
               "docs/instructors.md: notebook-list", "notebooks/00_setup.ipynb: notebook-overview"]
