@@ -78,7 +78,8 @@ def role(path: Path) -> str:
     if not paragraph:
         return "(no docstring)"
     match = re.match(r"(.+?[.?!])(?:\s|$)", paragraph)
-    return (match.group(1) if match else paragraph).replace("|", "\\|")
+    sentence = match.group(1) if match else paragraph
+    return re.sub(r":\w+:`~?([^`]+)`", r"``\1``", sentence).replace("|", "\\|")
 
 
 def layer_folders(root: Path) -> list[str]:
@@ -91,7 +92,7 @@ def layer_folders(root: Path) -> list[str]:
 
 def module_map(root: Path) -> str:
     """Every module of every layer, by (sub-)package folder, with its role."""
-    lines: list[str] = []
+    sections: list[str] = []
     for layer in layer_folders(root):
         folder = root / PACKAGE / layer
         packages = sorted({p.parent for p in folder.rglob("__init__.py") if "__pycache__" not in p.parts})
@@ -99,13 +100,10 @@ def module_map(root: Path) -> str:
             rel = package.relative_to(folder)
             dotted = ".".join(rel.parts)
             title = f"{layer}/" + "".join(f"{part}/" for part in rel.parts)
-            lines += ["", f"**`{title}`** {role(package / '__init__.py')}", ""]
-            for path in sorted(package.glob("*.py")):
-                if path.stem == "__init__":
-                    continue
-                name = f"{dotted}.{path.stem}" if dotted else path.stem
-                lines.append(f"- `{name}`: {role(path)}")
-    return "\n".join(lines).strip("\n")
+            items = [f"- `{dotted + '.' if dotted else ''}{path.stem}`: {role(path)}"
+                     for path in sorted(package.glob("*.py")) if path.stem != "__init__"]
+            sections.append("\n".join([f"**`{title}`** {role(package / '__init__.py')}", *([""] + items if items else [])]))
+    return "\n\n".join(sections)
 
 
 # --- the import counts (issue 54, item 5) -------------------------------------------------------------------------
