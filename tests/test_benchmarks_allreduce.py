@@ -99,7 +99,7 @@ def test_in_process_sections_hold_every_core(monkeypatch):
     held = {}
 
     def fake(script, args, **kw):
-        held["slots"] = kw.get("slots")
+        held["slots"] = kw.get("workers")
         raise launch.RunFailedError("stop here", returncode=1, rank=None, tail="", result=None)
 
     monkeypatch.setattr(launch, "run_python", fake)

@@ -55,7 +55,7 @@ def run_horovod(script: str | os.PathLike[str], script_args: Sequence[str] = (),
     Args:
         script: The training script (any Horovod script; ours print JSON lines).
         script_args: Arguments of the script, each a ``str``.
-        workers: A ``WorkerPlan`` (``devices.plan_workers()``: its workers, device and oversubscribing; a
+        workers: A ``WorkerPlan`` (``plan_workers()``: its workers, device and oversubscribing; a
             baseline: ``plan.with_workers(1)``) or a number of processes (the device rule picks the device).
         timeout, env, show, output, check, python, cwd, stop_event, on_event, grace_s, clock, wait_for_slots:
             The launchers' shared options (:class:`course_lib.runner.run.RunOptions`).

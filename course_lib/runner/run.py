@@ -139,7 +139,7 @@ def _workers(workers: WorkerPlan | int, lowest: int) -> tuple[int, str | None, b
         return workers.workers, workers.device, workers.oversubscribe
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < lowest:
         wanted = "a positive int, e.g. 2" if lowest else "an int >= 0 (machine-wide slots to hold)"
-        raise LaunchError(f"workers={workers!r} must be {wanted}, or a WorkerPlan (devices.plan_workers())")
+        raise LaunchError(f"workers={workers!r} must be {wanted}, or a WorkerPlan (plan_workers())")
     return workers, None, False
 
 

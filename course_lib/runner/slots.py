@@ -106,7 +106,7 @@ def plan_placement(workers: int, *, hosts: str | None = None, device: str | None
     if cap.kind == "gpu" and wanted > cap.slots:
         raise LaunchError(f"{wanted} GPU workers but this machine has {cap.describe()}: NCCL refuses two "
                           "ranks on one GPU (horovod#3929), so the course never places them so; use "
-                          "fewer workers, or a plan on CPU cores (devices.plan_workers(gpus=0)) to run them as "
+                          "fewer workers, or a plan on CPU cores (plan_workers(gpus=0)) to run them as "
                           "CPU processes")
     if wanted > cap.slots and not oversubscribe:
         raise LaunchError(
