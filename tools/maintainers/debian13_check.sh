@@ -14,8 +14,9 @@
 # says ready, and `make check` passes. What it does not: a GPU; `make test`'s notebooks, Horovod launches and
 # browser tests (make check leaves them out); a desktop with systemd and a learner's account (everything runs as
 # root in a chroot, and policy-rc.d keeps Debian's packages from starting their services, as in any chroot).
-# How long (2 shared cores, December 2026): debootstrap about 3 min, set-up about 10-15 min (it compiles Horovod:
-# the kept wheel is per machine, and the chroot has none), the doctor 1 min, make check 3-5 min.
+# How long (2 shared cores, load 5-12, 2026-12-02): removing the last run's folder 1-4 min, debootstrap 1-4 min, apt's
+# upgrade 10 s, set-up's steps 1-3 about 3.5 min; then Horovod is compiled (the kept wheel is per machine, and the
+# chroot has none: 5-7 min) and make check runs (2-5 min), neither measured here yet (results/*-debian13-chroot*.md).
 # Needs: root; debootstrap with Debian's archive keyring for trixie (Debian 12: apt-get install debootstrap); network
 # to Debian's archive (deb.debian.org), PyPI and npm's registry (the room's proxy); about 12 GB free in SCRATCH.
 #
@@ -187,7 +188,7 @@ phase() {  # phase NAME CMD...: run CMD, time it, remember its status
 # --- the results, written on every exit ---------------------------------------------------------------------------
 field() { sed -n "s/^$1=//p" "$2" 2>/dev/null | tr -d '"' | head -n1; }
 write_results() {
-    local status=$1 verdict line name secs rc os pyline doctor counts failures
+    local status=$1 verdict line name secs rc os pyline seterr doctor counts failures
     if [ "$status" = 0 ] && [ "$ONLY_DEBOOTSTRAP" = 1 ]; then
         verdict="stopped after Debian 13 was made (--debootstrap-only)"
     elif [ "$status" = 0 ]; then verdict="**passed** (every phase status 0)"
@@ -196,6 +197,7 @@ write_results() {
     os=$(field PRETTY_NAME "$DIR/etc/os-release")
     [ -z "$os" ] || os="$os, /etc/debian_version $(cat "$DIR/etc/debian_version" 2>/dev/null)"
     pyline=$(grep -m1 -E '^\[setup\] (Python: |creating .* with )' "$RAW" | sed 's/^\[setup\] //' || true)
+    seterr=$(grep -m1 -E '^\[setup\] ERROR: ' "$RAW" | sed 's/^\[setup\] ERROR: //' | cut -c1-300 || true)
     doctor=$(grep -E '^\[(  ok|warn|FAIL)\] |^       → |^Verdict: ' "$LOGDIR/doctor.txt" 2>/dev/null || true)
     counts=$(grep -E '^=*[^=]*\b(passed|failed|error|errors)\b.* in [0-9.]+s' "$LOGDIR/check.txt" 2>/dev/null \
         | tail -n1 | sed 's/^=* *//; s/ *=*$//' || true)
@@ -211,6 +213,7 @@ write_results() {
             "${os:-not reached}" "$(dpkg-query -W -f='${Version}' debootstrap 2>/dev/null || echo '?')" \
             "${INCLUDE:+,$INCLUDE}" "$MIRROR"
         printf -- '- Python set-up chose: %s; the venv runs %s\n' "${pyline:-not reached}" "${VENV_PY:-?}"
+        [ -z "$seterr" ] || printf -- '- Set-up stopped with: %s\n' "$seterr"
         printf -- '- make check: %s\n' "${counts:-not reached}"
         printf -- '- Host: %s, %s cores, kernel %s; load average %s at the start, %s at the end (a shared machine)\n' \
             "$(field PRETTY_NAME /etc/os-release)" "$(nproc)" "$(uname -r)" "$HOST_LOAD_START" \
@@ -250,9 +253,9 @@ cleanup() {
     [ -z "$JOB" ] || { kill -TERM "$JOB" 2>/dev/null; }
     end_processes
     [ -z "$JOB" ] || wait "$JOB" 2>/dev/null
-    if [ -x "$DIR/root/course/.venv/bin/python" ]; then
-        VENV_PY=$(timeout 60 chroot "$DIR" /usr/bin/env -i "${INSIDE_ENV[@]}" /root/course/.venv/bin/python -c \
-            'import sys; print("Python", sys.version.split()[0], "from", sys._base_executable)' 2>&1 | tail -n1)
+    local cfg=$DIR/root/course/.venv/pyvenv.cfg   # read, not run: its python links to the chroot's /usr/bin
+    if [ -f "$cfg" ]; then
+        VENV_PY="Python $(sed -n 's/^version *= *//p' "$cfg") from $(sed -n 's/^home *= *//p' "$cfg")"
         say "the venv runs $VENV_PY"
     fi
     unmount_all
@@ -292,7 +295,10 @@ rm -f "$DIR/etc/apt/sources.list"
 # network that does not intercept, there are none and nothing changes.
 HOST_CAS=()
 for f in /usr/local/share/ca-certificates/*.crt /usr/local/share/ca-certificates/*/*.crt /etc/ssl/certs/*.pem; do
-    if [ -f "$f" ] && [ ! -L "$f" ]; then HOST_CAS+=("$f"); fi
+    # One of each name (update-ca-certificates writes /etc/ssl/certs/NAME.pem from .../NAME.crt).
+    if [ -f "$f" ] && [ ! -L "$f" ] && [[ " ${HOST_CAS[*]##*/} " != *" $(basename "${f%.*}")."* ]]; then
+        HOST_CAS+=("$f")
+    fi
 done
 if [ ${#HOST_CAS[@]} -gt 0 ]; then
     mkdir -p "$DIR/usr/local/share/ca-certificates"
