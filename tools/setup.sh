@@ -36,14 +36,14 @@ CONSTRAINTS=$ROOT/requirements/constraints.txt
 # Slurm and two ssh hosts in network namespaces). The tests start their own daemons on private sockets, ports,
 # state folders and namespaces; on a machine run by systemd, Debian's packages also enable their own services
 # (ssh, munge): `systemctl disable --now ssh munge` if the machine should not keep them.
-APT_PACKAGES=(g++ cmake make libopenmpi-dev openmpi-bin dataset-fashion-mnist chromium nodejs npm
+APT_PACKAGES=(g++ cmake make patch libopenmpi-dev openmpi-bin dataset-fashion-mnist chromium nodejs npm
               slurm-wlm munge openssh-server iproute2)
 # COURSE_PROFILE=learner (make lab): what the notebooks need, without the test-only pieces (Chromium,
 # Playwright, nbval, pytest, linters); full (default, make test): everything.
 PROFILE=${COURSE_PROFILE:-full}
 case "$PROFILE" in
     full) EXTRAS=lab,test,room ;;
-    learner) EXTRAS=lab; APT_PACKAGES=(g++ cmake make libopenmpi-dev openmpi-bin dataset-fashion-mnist) ;;
+    learner) EXTRAS=lab; APT_PACKAGES=(g++ cmake make patch libopenmpi-dev openmpi-bin dataset-fashion-mnist) ;;
     *) printf '[setup] ERROR: COURSE_PROFILE=%s: use learner (make lab) or full (make test)\n' "$PROFILE" >&2; exit 1 ;;
 esac
 START=$(date +%s)
@@ -119,6 +119,14 @@ reachable() {  # reachable URL: a file that exists, or a server that answers (an
     # shellcheck disable=SC2016  # expanded by the inner bash, from its arguments
     timeout 15 bash -c 'exec 3<>"/dev/tcp/$1/$2"' _ "$host" "$port" 2>/dev/null
 }
+apt_python3_minor() {  # the X.Y of the python3 apt would install here (apt's lists; nothing installed), or fail
+    local line
+    command -v apt-cache >/dev/null || return 1
+    while IFS= read -r line; do
+        if [[ "$line" =~ ^Version:\ ([0-9]+\.[0-9]+) ]]; then printf '%s' "${BASH_REMATCH[1]}"; return 0; fi
+    done < <(apt-cache show --no-all-versions python3 2>/dev/null)
+    return 1
+}
 refuse() {  # refuse MESSAGE: before anything is installed
     [ "$PLAN" = 1 ] && say "plan: python: refused"
     die "$1
@@ -147,6 +155,11 @@ elif can_apt && found=$(python_newest_without_venv) \
     # The distribution's Python in range without its venv module (Debian 13's python3 without python3-venv):
     # step 1 installs python3.X-venv for it.
     PY=${found% *} PY_V=${found##* } PY_HOW=found APT_PYTHON=("python$PY_V-venv")
+elif ! command -v python3 >/dev/null && can_apt && apt_v=$(apt_python3_minor) \
+        && [[ " $MINORS " == *" $apt_v "* ]]; then
+    # No Python at all, and the distribution's python3 is in range (a bare Debian 13: 3.13, asked of apt's lists,
+    # nothing installed yet): step 1 installs it with its venv module, and the venv is made from it.
+    PY=python3 PY_V=$apt_v PY_HOW=found APT_PYTHON=(python3 python3-venv)
 else
     # None in range (Ubuntu 26.04 ships 3.14 only; a bare machine has none): uv installs the newest supported
     # CPython, with a uv from PyPI in a bootstrap venv of whatever python3 the distribution has.
