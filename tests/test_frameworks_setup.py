@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.environment import frameworks
+from course_lib.environment import frameworks, tensorflow_build
 from course_lib.environment.doctor import check_frameworks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,8 +77,9 @@ def test_a_second_run_returns_at_once_on_its_stamp():
     assert paths and paths[0].read_text().strip() == str(ROOT), (
         f"{venv} is not this checkout's notebook 07 venv ({paths[0].read_text().strip() if paths else 'no path file'}"
         f" is its course): run make setup here, or deselect this test")
-    variant = "gpu" if frameworks.frameworks_versions().get("cuda") and not str(
-        frameworks.frameworks_versions()["torch"]).endswith("+cpu") else "cpu"
+    # The variant set-up passed: this machine's TensorFlow build (tools/setup.sh asks the same function), not the
+    # torch found: a CPU machine with no CPU build of torch in reach (Debian 13) holds PyPI's CUDA build.
+    variant = tensorflow_build.tensorflow_variant()[0]
     start = time.monotonic()
     again = run_script(variant, COURSE_FRAMEWORKS_VENV=str(venv))
     took = time.monotonic() - start
