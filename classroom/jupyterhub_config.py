@@ -87,7 +87,8 @@ for _needed in (VENV / "bin" / "python", VENV / "bin" / "jupyterhub-singleuser",
         raise RoomError(
             f"learners cannot run {_needed} (it resolves to {_needed.resolve()}): {_closed} is closed to other "
             f"users (mode {oct(os.stat(_closed).st_mode & 0o777)}). Build the course's venv from a Python that "
-            "every user can run (rm -rf .venv && PYTHON=/path/to/python3.12 make setup; a 3.11 must be 3.11.5 or "
+            "every user can run (rm -rf .venv && PYTHON=/usr/bin/python3.X make setup, a Python in pyproject.toml's "
+            "requires-python; a 3.11 must be 3.11.5 or "
             "newer, the lock's soupsieve needs it, so Debian 12's 3.11.2 will not do), or open that folder "
             f"for traversal only (chmod o+x {_closed})")
 
