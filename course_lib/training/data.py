@@ -21,6 +21,7 @@ import numpy as np
 
 from course_lib.training import tfds_cache
 from course_lib.training.files import atomic_write_bytes
+from course_lib.training.machine.placement import shard_from_env
 from course_lib.training.fmnist_files import (
     GET_DATA_HINT, IDX_SHA256, SORTED_ROWS_SHA256, DataCorruptError, DataError, DataNotFoundError,
     find_raw_files, stage_tfds_manual)
@@ -242,7 +243,9 @@ def load_arrays(source: str = "tfds", *, train_subset: int | None = None,
     Args:
         source: ``"tfds"`` (``tfds.load("fashion_mnist")``) or ``"keras"``
             (``keras.datasets.fashion_mnist.load_data()``).
-        train_subset: Keep only the FIRST ``train_subset`` training examples (None: all 60 000).
+        train_subset: Keep only the FIRST ``train_subset`` training examples (None: all 60 000). A copy of
+            a bound run (``COURSE_SHARD=i/N``, :func:`course_lib.training.machine.placement.shard_from_env`) then
+            keeps every N-th of them from the i-th, the shard rank i of N workers trains.
         test_subset: Keep only the FIRST ``test_subset`` test examples (None: all 10 000).
         data_dir: The tfds data folder (``None``: :func:`resolve_data_dir`'s environment order).
 
@@ -269,6 +272,9 @@ def load_arrays(source: str = "tfds", *, train_subset: int | None = None,
     data = FashionMNIST(*(np.asarray(a, dtype=np.uint8) for a in data))
     if train_subset is not None:
         data = data._replace(x_train=data.x_train[:train_subset], y_train=data.y_train[:train_subset])
+    shard = shard_from_env()  # a copy of a bound run trains its shard only (course_lib.runner.bound)
+    if shard is not None:
+        data = data._replace(x_train=data.x_train[shard[0]::shard[1]], y_train=data.y_train[shard[0]::shard[1]])
     if test_subset is not None:
         data = data._replace(x_test=data.x_test[:test_subset], y_test=data.y_test[:test_subset])
     return data

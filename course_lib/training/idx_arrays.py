@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from course_lib.training.fmnist_files import IDX_SHA256, DataCorruptError, find_raw_files
+from course_lib.training.machine.placement import shard_from_env
 
 __all__ = ["read_idx", "load_idx_arrays"]
 
@@ -51,6 +52,8 @@ def load_idx_arrays(train_subset: int | None = None, test_subset: int | None = N
 
     Args:
         train_subset, test_subset: Keep the first N examples of each split, in the files' order (None: all).
+            A copy of a bound run (``COURSE_SHARD=i/N``, :func:`course_lib.training.machine.placement.shard_from_env`)
+            then keeps every N-th training example from the i-th.
         directory: The folder of the four ``.gz`` files (default :func:`find_raw_files`).
 
     Raises:
@@ -72,4 +75,6 @@ def load_idx_arrays(train_subset: int | None = None, test_subset: int | None = N
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= size):
             raise ValueError(f"{name} must be an int in 1..{size} or None, got {value!r}")
     n, m = train_subset or len(x_train), test_subset or len(x_test)
-    return x_train[:n], y_train[:n], x_test[:m], y_test[:m]
+    shard = shard_from_env()  # a copy of a bound run keeps its shard (course_lib.runner.bound)
+    index, count = shard or (0, 1)
+    return x_train[:n][index::count], y_train[:n][index::count], x_test[:m], y_test[:m]

@@ -1,13 +1,15 @@
-"""Launched runs compared in alternating rounds: each timed epoch paired with its neighbour's.
+"""Launched runs compared in alternating rounds: each launch paired with its neighbour in the round.
 
 Two separate launches measured minutes apart differ by whatever else the machine did meanwhile. So
-notebook 03 launches its runs in rounds whose order alternates (A B, then B A: "ABBA", a palindrome),
-so a slow drift of the machine falls on both sides alike, and pairs every timed epoch of a run with
-the same epoch of the run next to it in its round. The ratio of each pair is one sample; their mean
-and its 95 % interval (:func:`course_lib.training.stats.mean_ci95`) are the comparison, and the verdict
-is the course's one rule (:func:`course_lib.lessons.common.measured.at_least`): ``True``, ``False`` or
-``cannot tell``. Runs measured side by side inside ONE process (``mirrored_fmnist.py --ceiling``)
-pair the same way, epoch by epoch.
+notebooks 03 and 07 launch their runs in rounds whose order alternates (A B, then B A: "ABBA", a palindrome),
+so a slow drift of the machine falls on both sides alike, and pair each launch with the launch of the other
+variant in its round. The unit is the launch: the epochs of one launch share its start-up, its placement and
+the machine's state, so they are not independent samples (the launch that ran second in a round was 25-30 %
+slower in one recording of notebook 07, in every epoch). :func:`launch_ratio` takes one ratio per round, of
+the two launches' mean timed images/s; their mean and its 95 % interval (:func:`course_lib.training.stats.mean_ci95`)
+are the comparison, and the verdict is the course's one rule (:func:`course_lib.lessons.common.measured.at_least`):
+``True``, ``False`` or ``cannot tell``. It refuses a launch used twice on one side. :func:`paired_ratio` pairs
+lists of rates (rounds of one process, notebook 02's in-process configurations) and names its unit.
 
 Introduced in notebooks/03_horovod.ipynb.
 """
@@ -24,7 +26,8 @@ from course_lib.training.stats import ci_verdict, mean_ci95
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
 
-__all__ = ["round_order", "Paired", "timed_rates", "paired_ratio", "paired_scaling_table", "speed_sentence"]
+__all__ = ["round_order", "Paired", "timed_rates", "launch_rate", "launch_ratio", "paired_ratio",
+           "paired_scaling_table", "speed_sentence"]
 
 T = TypeVar("T")
 
@@ -55,11 +58,17 @@ class Paired:
         mean: Mean of the per-pair ratios.
         ci95: Half-width of its 95 % interval (NaN with one pair).
         pairs: Number of pairs.
+        unit: What one pair is (``"rounds"``: one launch of each side per round), as printed after ``pairs``.
     """
 
     mean: float
     ci95: float
     pairs: int
+    unit: str = "paired epochs"
+
+    def samples(self) -> str:
+        """``"4 rounds"``: how many pairs, of what (the printed unit of the interval)."""
+        return f"{self.pairs} {self.unit}"
 
     def at_least(self, threshold: float = 1.0) -> str:
         """``"True"``, ``"False"`` or ``"cannot tell"``: is the ratio at least ``threshold``?"""
@@ -69,31 +78,92 @@ class Paired:
 def timed_rates(run: Any, label: str | None = None) -> list[float]:
     """Images/s of every timed epoch of a launched run (its warm-up epochs left out), in order.
 
+    A run whose epochs several processes report (the copies of a bound run,
+    :func:`course_lib.runner.bound.run_bound`) has, per epoch, the sum of their images/s: they trained at the
+    same time, each its own shard. A Horovod or DDP run's epochs are reported by rank 0 alone, already for all
+    workers.
+
     Args:
         run: The launcher's :class:`course_lib.runner.runlog.RunResult` of a course script run with ``--json``.
-        label: Only the epochs of this run name (``"ceiling"`` or ``"mirrored"`` of
-            ``mirrored_fmnist.py --ceiling``); ``None``: every epoch.
+        label: Only the epochs of this run name (an ``epoch`` event's ``"run"``); ``None``: every epoch.
 
     Returns:
         The rates, in the order the epochs ran.
 
     Raises:
-        ValueError: The run reported no timed epoch (of that name).
+        ValueError: The run reported no timed epoch (of that name), or its processes reported different numbers
+            of timed epochs.
     """
-    rates = [float(e["images_per_sec"]) for e in run.epochs
-             if not e.get("warmup") and (label is None or e.get("run") == label)]
+    def timed(events: Sequence[dict]) -> list[float]:
+        return [float(e["images_per_sec"]) for e in events
+                if not e.get("warmup") and (label is None or e.get("run") == label)]
+
+    by_rank: dict[int, list[dict]] = {}
+    for rank, event in getattr(run, "events", None) or []:
+        if event.get("event") == "epoch":
+            by_rank.setdefault(rank, []).append(event)
+    if len(by_rank) > 1:
+        per_rank = [timed(events) for _, events in sorted(by_rank.items())]
+        if len({len(rates) for rates in per_rank}) != 1:
+            raise ValueError(f"the processes of this run reported {[len(r) for r in per_rank]} timed epochs; a bound's "
+                             "copies must run the same epochs (the same --epochs and training subset)")
+        rates = [math.fsum(epoch) for epoch in zip(*per_rank)]
+    else:
+        rates = timed(run.epochs)
     if not rates:
         raise ValueError(f"the run reported no timed epoch{f' named {label!r}' if label else ''}: run the script "
                          "with --json and more epochs than its warm-up")
     return rates
 
 
-def paired_ratio(pairs: Sequence[tuple[Sequence[float], Sequence[float]]]) -> Paired:
-    """``numerator / denominator`` epoch by epoch, over every round.
+def launch_rate(run: Any, label: str | None = None) -> float:
+    """One launch's images/s: the mean of its timed epochs (:func:`timed_rates`)."""
+    rates = timed_rates(run, label)
+    return math.fsum(rates) / len(rates)
+
+
+def launch_ratio(rounds: Sequence[tuple[Any, Any]], unit: str = "rounds") -> Paired:
+    """``numerator / denominator`` launch by launch: one ratio per round, of the two launches' images/s.
 
     Args:
-        pairs: One ``(numerator rates, denominator rates)`` per round, each list of the same length:
-            epoch ``j`` of one run over epoch ``j`` of the run next to it.
+        rounds: One ``(numerator launch, denominator launch)`` per round (``RunResult``s, or ``(RunResult,
+            label)`` for the named epochs of one run).
+        unit: What a pair is, as printed (``"rounds"``).
+
+    Returns:
+        The :class:`Paired` ratio over the rounds (its interval needs at least 2 rounds).
+
+    Raises:
+        ValueError: No rounds, a launch paired with itself or used in two rounds on the same side (its epochs
+            would count twice as independent samples), or a launch without timed epochs.
+    """
+    if not rounds:
+        raise ValueError("launch_ratio needs at least one round")
+    seen: list[set[int]] = [set(), set()]
+    ratios = []
+    for numerator, denominator in rounds:
+        runs = [side[0] if isinstance(side, tuple) else side for side in (numerator, denominator)]
+        if runs[0] is runs[1]:
+            raise ValueError("a launch cannot be paired with itself: pair launches of two variants in one round")
+        for side, one in zip(seen, runs):
+            if id(one) in side:
+                raise ValueError("the same launch appears in two rounds: each round pairs launches of its own "
+                                 "(its epochs are not independent samples)")
+            side.add(id(one))
+        rates = [launch_rate(*side) if isinstance(side, tuple) else launch_rate(side)
+                 for side in (numerator, denominator)]
+        ratios.append(rates[0] / rates[1])
+    mean, half = mean_ci95(ratios)
+    return Paired(mean, half, len(ratios), unit)
+
+
+def paired_ratio(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], unit: str = "paired epochs") -> Paired:
+    """``numerator / denominator`` element by element, over every pair of lists.
+
+    Args:
+        pairs: ``(numerator rates, denominator rates)`` lists of the same length: element ``j`` of one over
+            element ``j`` of the other (notebook 02: round ``j`` of two configurations trained in one process).
+        unit: What one element is, as printed (``"paired epochs"``, ``"rounds"``).
 
     Returns:
         The :class:`Paired` ratio.
@@ -113,20 +183,21 @@ def paired_ratio(pairs: Sequence[tuple[Sequence[float], Sequence[float]]]) -> Pa
     if not ratios:
         raise ValueError("paired_ratio needs at least one pair of epochs")
     mean, half = mean_ci95(ratios)
-    return Paired(mean, half, len(ratios))
+    return Paired(mean, half, len(ratios), unit)
 
 
 def paired_scaling_table(rounds: Sequence[Mapping[int, Any]]) -> "pandas.DataFrame":
-    """Speed-up and efficiency of N workers over 1, paired within each round.
+    """Speed-up and scaling efficiency of N workers over 1, launch paired with launch within each round.
 
     Args:
         rounds: One ``{workers: RunResult}`` per round, in the order they ran; each holds a 1-worker run.
 
     Returns:
         A table with the columns of :func:`course_lib.lessons.common.scaling.scaling_table` (so
-        :func:`~course_lib.lessons.common.scaling.plot_scaling` draws it) plus ``pairs``: per worker count its
-        images/s (mean of all its timed epochs, with their 95 % interval), and the speed-up and efficiency
-        paired epoch by epoch with the 1-worker run of the same round, with THEIR interval.
+        :func:`~course_lib.lessons.common.scaling.plot_scaling` draws it) plus ``rounds``: per worker count its
+        images/s (mean of its launches' images/s, with their 95 % interval over launches), and the speed-up and
+        efficiency (speed-up / N) of each round's launch over the 1-worker launch of the same round
+        (:func:`launch_ratio`), with THEIR interval over rounds.
 
     Raises:
         ValueError: No rounds, a round without a 1-worker run, or runs without timed epochs.
@@ -138,15 +209,14 @@ def paired_scaling_table(rounds: Sequence[Mapping[int, Any]]) -> "pandas.DataFra
     rows = []
     for n in sorted({n for r in rounds for n in r}):
         runs = [r[n] for r in rounds if n in r]
-        mean, half = mean_ci95([rate for run in runs for rate in timed_rates(run)])
-        speedup = (Paired(1.0, 0.0, 0) if n == 1 else
-                   paired_ratio([(timed_rates(r[n]), timed_rates(r[1])) for r in rounds if n in r]))
+        mean, half = mean_ci95([launch_rate(run) for run in runs])
+        speedup = Paired(1.0, 0.0, 0) if n == 1 else launch_ratio([(r[n], r[1]) for r in rounds if n in r])
         result = runs[0].result or {}
         rows.append({"devices": n, "per_device_batch": result.get("per_worker_batch"),
                      "global_batch": result.get("global_batch"), "images_per_sec": mean,
                      "speedup": speedup.mean, "efficiency": speedup.mean / n,
                      "mode": "weak", "runs": len(runs), "efficiency_ci95": speedup.ci95 / n,
-                     "images_per_sec_ci95": half, "pairs": speedup.pairs})
+                     "images_per_sec_ci95": half, "rounds": speedup.pairs})
     table = pd.DataFrame(rows)
     if table["per_device_batch"].nunique() > 1:
         table["mode"] = "strong" if table["global_batch"].nunique() == 1 else "mixed"
@@ -160,10 +230,10 @@ def speed_sentence(a: str, b: str, ratio: Paired) -> str:
     interval lies above 1, slower when it lies below, "cannot tell" when it contains 1 (or has no width).
 
     Returns:
-        ``"measured: <a> against <b>: ≈r ± h times the images/s (n paired epochs): <a> is faster here"``
+        ``"measured: <a> against <b>: ≈r ± h times the images/s (n rounds): <a> is faster here"``
         (or ``slower``, or ``cannot tell which is faster here``).
     """
     verdict = ci_verdict(ratio.mean, ratio.ci95, 1.0)
     words = in_words(verdict, f"{a} is faster here", f"{a} is slower here", "cannot tell which is faster here")
     return (f"measured: {a} against {b}: ≈{ratio.mean:.2f} ± {ratio.ci95:.2f} times the images/s "
-            f"({ratio.pairs} paired epochs): {words}")
+            f"({ratio.samples()}): {words}")

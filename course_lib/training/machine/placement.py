@@ -32,7 +32,7 @@ from typing import Mapping, Sequence
 from course_lib.training.machine import slot_files
 from course_lib.training.machine.hardware import cores_per_worker, cpu_core_ids, span
 
-__all__ = ["PLACEMENT_ENV", "GRANT_ENV", "WORKER_INDEX_ENV", "PlacementError", "Share", "Placement",
+__all__ = ["PLACEMENT_ENV", "GRANT_ENV", "WORKER_INDEX_ENV", "SHARD_ENV", "shard_from_env", "PlacementError", "Share", "Placement",
            "cut_shares", "rank_index", "parse_cores", "WorkerShare", "worker_share", "set_affinity", "describe"]
 
 #: The run's shares (JSON), set by the launcher, read by the rank wrapper (never by a script).
@@ -41,6 +41,8 @@ PLACEMENT_ENV = "COURSE_PLACEMENT"
 GRANT_ENV = "COURSE_GRANT"
 #: Which share a process of ``run_workers`` takes (Horovod ranks use their rank variables instead).
 WORKER_INDEX_ENV = "COURSE_WORKER_INDEX"
+#: The training-set shard of one copy of a bound run (:func:`course_lib.runner.bound.run_bound`): ``"i/N"``.
+SHARD_ENV = "COURSE_SHARD"
 # PMIX_RANK / SLURM_PROCID: a task that `srun --mpi=pmix` started (cluster/slurm_horovod.sbatch) is a launched rank.
 _RANK_VARS = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID", "LOCAL_RANK")
 _claims: list[int] = []  # lock fds this process holds for its whole life (claimed cores or GPU)
@@ -137,6 +139,28 @@ def rank_index(env: Mapping[str, str], hosts: Sequence[tuple[str, int]] = ()) ->
         if env.get(var, "").isdigit():
             return int(env[var])
     return 0
+
+
+def shard_from_env(env: Mapping[str, str] | None = None) -> tuple[int, int] | None:
+    """``(index, count)`` of :data:`SHARD_ENV` (``"1/2"`` -> ``(1, 2)``), or ``None`` when it is not set.
+
+    A copy of a bound run is a one-worker process that trains only its shard of the training set (every
+    ``count``-th example from ``index``), as rank ``index`` of ``count`` workers would: the course's data loaders
+    (:func:`course_lib.training.data.load_arrays`, :func:`course_lib.training.idx_arrays.load_idx_arrays`) apply it.
+
+    Raises:
+        PlacementError: A value that is not ``index/count`` with ``0 <= index < count``.
+
+    Introduced in notebooks/02_mirrored_strategy.ipynb.
+    """
+    text = (os.environ if env is None else env).get(SHARD_ENV, "")
+    if not text:
+        return None
+    index, _, count = text.partition("/")
+    if not (index.isdigit() and count.isdigit() and int(index) < int(count)):
+        raise PlacementError(f"{SHARD_ENV}={text!r}: expected index/count with 0 <= index < count, e.g. 1/2 "
+                             "(course_lib.runner.bound sets it; unset it to train on every example)")
+    return int(index), int(count)
 
 
 def parse_cores(text: str) -> tuple[int, ...]:
