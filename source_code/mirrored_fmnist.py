@@ -10,9 +10,8 @@ How to run (2 simulated CPU devices, or 2 GPUs)::
 
 The distributed lines are marked ``# Strategy:``. With ``--json`` it prints the same JSON lines
 as source_code/horovod_fmnist.py (docs/architecture.md), with ``strategy`` = ``"mirrored"`` and
-``workers`` = replicas, so the notebooks can compare both. With ``--ceiling`` it also trains the
-same model on ONE of the devices, one epoch each in turn with the replicas: the one-process
-ceiling on the same cores, measured under the same load (notebook 03).
+``workers`` = replicas, so the notebooks can compare both. ``--devices 1`` is its one-worker script:
+N copies of it started together (``course_lib.runner.bound.run_bound``) are the bound of N replicas (notebook 02).
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ import argparse
 import os
 import sys
 import time
-from typing import Any
 
 from course_lib.training import epochs, flags, schedules
 from course_lib.training.events import emit
@@ -45,11 +43,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "(course_lib.training.schedules.scaled_lr; notebooks 03 and 04)")
     parser.add_argument("--plateau", action="store_true",
                         help="halve the learning rate when the loss stops improving")
-    parser.add_argument("--ceiling", action="store_true",
-                        help="also train the model on ONE of the devices (same per-replica batch), one "
-                        "epoch each in turn with the replicas, the order alternating: the one-process "
-                        "ceiling, measured on the same cores under the same load; every epoch line and "
-                        "event names its run, 'ceiling' or 'mirrored' (notebook 03)")
     parser.add_argument("--optimizer", choices=flags.OPTIMIZERS, default="adam",
                         help="adam, sgd (momentum 0.9), lars or lamb (course_lib.training.optimizers)")
     flags.add_data_flags(parser)
@@ -81,8 +74,6 @@ def main(argv: list[str] | None = None) -> int:
 
     fmnist = data.load_arrays(train_subset=args.train_subset, test_subset=args.test_subset,
                               data_dir=args.data_dir)
-    if args.ceiling:  # notebook 03's measurement: the replicas against one device, in turn
-        return train_with_ceiling(args, tf, strategy, fmnist, started)
     n_train = len(fmnist.y_train)
     # Strategy: the dataset yields GLOBAL batches (per-replica x replicas), split per replica.
     consumed = consumption.ConsumedIds()  # the ids of every global batch the strategy pulls
@@ -129,61 +120,6 @@ def learning_rate(args: argparse.Namespace, replicas: int) -> float:
     """The rate the optimizer starts from: ``--lr``, or with ``--scale-lr`` the course's rule for ``--optimizer``
     at ``replicas`` replicas (:func:`course_lib.training.schedules.scaled_lr`)."""
     return schedules.scaled_lr(args.optimizer, args.lr, replicas) if args.scale_lr else args.lr
-
-
-def train_with_ceiling(args: argparse.Namespace, tf: Any, strategy: Any, fmnist: Any, started: float) -> int:
-    """``--ceiling``: the N replicas and the same model on ONE device, one epoch each in turn.
-
-    Both models read the same images in the same order with the same per-replica batch. Each
-    ``fit`` trains one epoch of one model, and which model goes first alternates from epoch to
-    epoch, so a slowdown that lasts a while hits both: the ratio of the two runs' images/s in an
-    epoch is a paired measurement. Each epoch is timed from the end of its first step (the step
-    that starts the epoch's input pipeline). Every epoch line and JSON event names its run
-    (``"run"``: ``ceiling`` or ``mirrored``); the ``result`` events follow, the ceiling's first.
-    """
-    from course_lib.training import models, optimizers, pipeline, report
-    from course_lib.training.callbacks import ReportConsumed, Throughput
-    from course_lib.training.consumption import ConsumedIds
-
-    one_device = tf.distribute.MirroredStrategy(strategy.extended.worker_devices[:1])  # Strategy: 1 replica
-    runs = []
-    for name, strat in (("ceiling", one_device), ("mirrored", strategy)):
-        replicas = strat.num_replicas_in_sync
-        plan = epochs.EpochPlan(len(fmnist.y_train), args.batch_size, replicas, one_reader=True)
-        lr = learning_rate(args, replicas)  # Strategy: the same rule for both runs (1 replica: --lr)
-        report.report_config(
-            plan=plan, script="mirrored_fmnist.py", strategy="mirrored", epochs=args.epochs, first_epoch=1,
-            lr=lr, json_lines=args.json, base_lr=args.lr, scale_lr=args.scale_lr, optimizer=args.optimizer,
-            seed=args.seed, deterministic=args.deterministic, run=name,
-            headline=f"{name}: {replicas} replica(s), optimizer {args.optimizer}, lr {lr:g}, epochs 1..{args.epochs}")
-        with strat.scope():  # Strategy: each model's variables on its own strategy's devices
-            model = models.build_model(seed=args.seed, mixed_precision=args.mixed_precision)
-            models.compile_model(model, optimizers.get_optimizer(args.optimizer, lr))
-        meter = Throughput(plan.step_batch, samples_per_epoch=plan.samples_per_epoch,
-                           warmup_epochs=args.throughput_warmup_epochs, warmup_steps=1, workers=replicas,
-                           json_lines=args.json, label=name, keep_across_fits=True)
-        # the ids each run's model pulled (both runs record them, so the pairing stays fair): "consumed" events
-        consumed = ConsumedIds()
-        runs.append((name, strat, model, plan, meter, consumed, ReportConsumed(consumed, 0, json_lines=args.json,
-                                                                               run=name)))
-    for epoch in range(args.epochs):
-        for _, strat, model, _, meter, consumed, report_ids in runs if epoch % 2 == 0 else runs[::-1]:
-            train, _, steps = pipeline.distribute_for_strategy(
-                strat, fmnist.x_train, fmnist.y_train, batch_size_per_replica=args.batch_size,
-                training=True, seed=args.seed, first_epoch=epoch, epochs=epoch + 1, recorder=consumed)
-            model.fit(train, initial_epoch=epoch, epochs=epoch + 1, steps_per_epoch=steps,
-                      callbacks=[meter, report_ids], verbose=0)
-    for name, _, model, plan, meter, _, _ in runs:
-        test = pipeline.make_dataset(fmnist.x_test, fmnist.y_test, batch_size=plan.step_batch, training=False)
-        report.report_result(
-            scores=model.evaluate(test, verbose=0), plan=plan, meter=meter, strategy="mirrored",
-            epochs=args.epochs, epochs_run=args.epochs, started=started, json_lines=args.json, run=name,
-            headline=f"{name}: test accuracy {{acc:.4f}}, loss {{loss:.4f}}; {{rate:.1f}} images/s over "
-            "{epochs_counted} epoch(s) ({per_worker:.1f} per replica)")
-        digest = models.weights_digest(model)
-        print(f"{name}: weights digest {digest}", flush=True)
-        emit("digest", args.json, rank=0, digest=digest, run=name)
-    return 0
 
 
 if __name__ == "__main__":

@@ -125,10 +125,10 @@ def test_rank0_prints_json_lines_others_silent():
 
 
 def test_keep_across_fits_counts_one_epoch_per_fit_and_names_the_run():
-    """mirrored_fmnist.py --ceiling: one fit per epoch, in turn with another model, one meter for all of them."""
+    """Several models in one process: one fit per epoch, in turn with another model, one meter for all of them."""
     clock = FakeClock()
     out = io.StringIO()
-    kept = meter(clock, 10, warmup_epochs=1, keep_across_fits=True, label="ceiling", json_lines=True,
+    kept = meter(clock, 10, warmup_epochs=1, keep_across_fits=True, label="second", json_lines=True,
                  verbose=True, stream=out)
     anew = meter(clock, 10, warmup_epochs=1)
     for epoch, step in enumerate([1.0, 0.1, 0.2]):   # each epoch its own fit: on_train_begin every time
@@ -140,10 +140,10 @@ def test_keep_across_fits_counts_one_epoch_per_fit_and_names_the_run():
     assert s.per_epoch == pytest.approx([100.0, 50.0], rel=1e-12)
     assert anew.summary().epochs_counted == 1 and anew.summary().includes_warmup   # the control: each fit anew
     lines = out.getvalue().splitlines()
-    assert lines[0].startswith("epoch 1 (ceiling): ") and lines[0].endswith("(warm-up, not counted)")
+    assert lines[0].startswith("epoch 1 (second): ") and lines[0].endswith("(warm-up, not counted)")
     events = [json.loads(line) for line in lines if line.startswith("{")]
-    assert [(e["epoch"], e["run"], e["warmup"]) for e in events] == [(1, "ceiling", True), (2, "ceiling", False),
-                                                                      (3, "ceiling", False)]
+    assert [(e["epoch"], e["run"], e["warmup"]) for e in events] == [(1, "second", True), (2, "second", False),
+                                                                      (3, "second", False)]
 
 
 def test_invalid_arguments_raise():

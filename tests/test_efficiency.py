@@ -80,3 +80,28 @@ def test_run_bound_starts_one_copy_per_worker_each_with_its_shard(monkeypatch: p
     import json
     envs = [spec["env"] for spec in json.loads(specs.env["COURSE_WORKERS_SPEC"])]
     assert [env[SHARD_ENV] for env in envs] == ["0/3", "1/3", "2/3"] and seen["workers"] == 3
+
+
+@pytest.mark.horovod
+def test_a_real_bound_launch_runs_two_copies_each_on_its_core_and_its_shard() -> None:
+    """run_bound of horovod_fmnist.py (no horovodrun: a group of 1 each): two copies, each its own core and half of
+    the subset (the steps of one rank of 2 workers), their epochs summed."""
+    import sys
+    from pathlib import Path
+
+    from course_lib.lessons.common.paired_runs import timed_rates
+    from course_lib.training import devices
+
+    script = Path(__file__).resolve().parents[1] / "source_code" / "horovod_fmnist.py"
+    args = ["--batch-size", "32", "--epochs", "2", "--json", "--train-subset", "256", "--test-subset", "64"]
+    result = bound.run_bound(script, args, workers=devices.plan_workers(at_most=2).with_workers(2), timeout=300,
+                             show="none", output=[].append, python=sys.executable)
+    configs = {rank: e for rank, e in result.events if e["event"] == "config"}
+    assert sorted(configs) == [0, 1] and all(c["workers"] == 1 for c in configs.values())
+    assert all(c["samples_per_epoch"] == 128 and c["steps_per_epoch"] == 4 for c in configs.values())
+    per_copy = {rank: [e["images_per_sec"] for r, e in result.events if r == rank and e["event"] == "epoch"
+                       and not e["warmup"]] for rank in configs}
+    assert timed_rates(result) == pytest.approx([per_copy[0][0] + per_copy[1][0]])
+    from course_lib.training.machine.hardware import cpu_core_ids
+    if len(cpu_core_ids()) >= 2:   # each copy on a core of its own (a rank's share)
+        assert configs[0]["cpu_cores"] != configs[1]["cpu_cores"]

@@ -117,18 +117,18 @@ def test_to_record_accepts_the_launchers_run_result() -> None:
         scaling.to_record(RunResult(command=["horovodrun"]))
 
 
-def test_plot_draws_the_intervals_and_a_measured_ceiling() -> None:
+def test_plot_draws_the_intervals_and_a_measured_yardstick() -> None:
     records = [{"workers": 1, "per_worker_batch": 64, "images_per_sec": 1000.0, "images_per_sec_ci95": 100.0},
                {"workers": 2, "per_worker_batch": 64, "images_per_sec": 1500.0, "images_per_sec_ci95": 150.0}]
     table = scaling.scaling_table(records)
     assert list(table["images_per_sec_ci95"]) == [100.0, 150.0]
-    fig = scaling.plot_scaling(table, ceiling=("one device, global batch 128", 1700.0))
+    fig = scaling.plot_scaling(table, yardstick=("one device, global batch 128", 1700.0))
     rate_bars = [c for c in fig.axes[0].containers]
     assert len(rate_bars) == 1 and rate_bars[0].has_yerr          # the measured points carry their interval
     segments = rate_bars[0].lines[2][0].get_segments()
     assert [float(s[1][1] - s[0][1]) for s in segments] == pytest.approx([200.0, 300.0])
-    ceiling = [line for line in fig.axes[0].get_lines() if list(line.get_ydata()) == [1700.0, 1700.0]]
-    assert len(ceiling) == 1 and ceiling[0].get_label() == "one device, global batch 128"
+    drawn = [line for line in fig.axes[0].get_lines() if list(line.get_ydata()) == [1700.0, 1700.0]]
+    assert len(drawn) == 1 and drawn[0].get_label() == "one device, global batch 128"
     assert fig.axes[1].containers[0].has_yerr
     no_interval = scaling.plot_scaling(scaling.scaling_table(weak_records()))
     assert not no_interval.axes[0].containers[0].has_yerr            # no interval measured: no bar drawn
@@ -136,11 +136,11 @@ def test_plot_draws_the_intervals_and_a_measured_ceiling() -> None:
 
 @pytest.mark.parametrize("two_replicas, expected", [(2400.0, "True"), (1000.0, "False"), (1650.0, "cannot tell")])
 def test_notebook_02_strong_scaling_verdict_can_go_each_way(two_replicas, expected) -> None:
-    """02's verdict: 2 replicas against one device with the same global batch (the measured ceiling)."""
+    """02's verdict: 2 replicas against one device with the same global batch (the one-process yardstick)."""
     from course_lib.lessons.common import measured
 
-    ceiling = RunRecord(1, 128, 128, 1600.0, extra={"images_per_sec_ci95": 80.0})
+    one_process = RunRecord(1, 128, 128, 1600.0, extra={"images_per_sec_ci95": 80.0})
     two = RunRecord(2, 64, 128, two_replicas, extra={"images_per_sec_ci95": 80.0})
-    row = scaling.scaling_table([ceiling, two], mode="strong").iloc[-1]
+    row = scaling.scaling_table([one_process, two], mode="strong").iloc[-1]
     speedup, half_width = row["speedup"], 2 * row["efficiency_ci95"]
     assert measured.at_least(speedup, half_width, 1.0) == expected

@@ -516,17 +516,18 @@ def test_the_lr_check_catches_a_rate_scaled_by_hand(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def mirrored() -> dict:
     """mirrored_fmnist.py's two runs, in turn in ONE process (tests/scripts/runs_in_turn.py; issue 31: was
-    two): ``two_devices``, 2 replicas for 2 epochs; ``ceiling``, --ceiling for 3 epochs."""
+    two): ``two_devices``, 2 replicas for 2 epochs; ``one_device``, ``--devices 1`` (the one-worker script whose
+    copies are the bound of notebook 02) for 3 epochs."""
     runs = [["--devices", "2", "--epochs", "2", "--train-subset", str(TRAIN), "--test-subset", str(TEST),
              "--batch-size", str(BATCH // 2), "--json"],
-            ["--devices", "2", "--ceiling", "--epochs", "3", "--train-subset", str(TRAIN // 2), "--test-subset",
+            ["--devices", "1", "--epochs", "3", "--train-subset", str(TRAIN // 2), "--test-subset",
              str(TEST), "--batch-size", str(BATCH), "--json"]]
     _, out = _run([sys.executable, str(RUNS_IN_TURN), str(MIRRORED_SCRIPT), json.dumps(runs)])
     split = _RunSplitter()
     for line in out.splitlines():
         split.add(line)
     assert len(split.runs) == 2, out[-3000:]
-    return {"two_devices": split.runs[0], "ceiling": split.runs[1], "out": out}
+    return {"two_devices": split.runs[0], "one_device": split.runs[1], "out": out}
 
 
 @pytest.mark.slow
@@ -550,28 +551,20 @@ def test_mirrored_two_devices(mirrored: dict) -> None:
 
 
 @pytest.mark.slow
-def test_mirrored_ceiling_trains_both_in_turn(mirrored: dict) -> None:
-    """--ceiling (notebook 03): the replicas and one device, one epoch each in turn, the order alternating."""
-    events = mirrored["ceiling"]
-    configs = {e["run"]: e for e in _of(events, "config")}
-    assert configs["ceiling"]["workers"] == 1 and configs["mirrored"]["workers"] == 2
-    assert configs["ceiling"]["per_worker_batch"] == configs["mirrored"]["per_worker_batch"] == BATCH
-    order = [(e["epoch"], e["run"]) for e in _of(events, "epoch")]
-    assert order == [(1, "ceiling"), (1, "mirrored"), (2, "mirrored"), (2, "ceiling"), (3, "ceiling"),
-                     (3, "mirrored")]
+def test_mirrored_one_device_is_a_one_worker_script(mirrored: dict) -> None:
+    """--devices 1: one replica, the per-replica batch given, every image once per epoch (a bound's copy)."""
+    events = mirrored["one_device"]
+    (config,) = _of(events, "config")
+    assert config["workers"] == 1 and config["per_worker_batch"] == config["global_batch"] == BATCH
+    assert [e["epoch"] for e in _of(events, "epoch")] == [1, 2, 3]
     assert all(e["samples"] == TRAIN // 2 for e in _of(events, "epoch"))
-    assert [e["warmup"] for e in _of(events, "epoch")] == [True, True, False, False, False, False]
-    results = {e["run"]: e for e in _of(events, "result")}
-    assert results["ceiling"]["workers"] == 1 and results["mirrored"]["workers"] == 2
-    assert all(r["images_per_sec"] > 0 and r["test_accuracy"] >= MIRRORED_MIN_ACCURACY for r in results.values()), results
-    assert {e["run"] for e in _of(events, "digest")} == {"ceiling", "mirrored"}
+    assert [e["warmup"] for e in _of(events, "epoch")] == [True, False, False]
+    (result,) = _of(events, "result")
+    assert result["images_per_sec"] > 0 and result["test_accuracy"] >= MIRRORED_MIN_ACCURACY, result
     from course_lib.lessons.common.coverage import check_coverage
 
-    for run in ("ceiling", "mirrored"):  # each run's own ids (notebook 07's every-image-once check), named
-        own = [e for e in events if e.get("run") == run]
-        coverage = check_coverage(own, readers=1)
-        assert coverage.ok and coverage.epochs == [1, 2, 3], (run, coverage.problems)
-    assert not check_coverage(events, readers=1).ok  # both runs' ids together: every image twice
+    coverage = check_coverage(events, readers=1)
+    assert coverage.ok and coverage.epochs == [1, 2, 3], coverage.problems
 
 
 # ------------------------------------------------------------------ course_lib.training

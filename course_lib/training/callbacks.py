@@ -99,7 +99,7 @@ class ReportConsumed(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         fields: dict[str, Any] = self.recorder.event(epoch, self.rank)
-        if self.run is not None:  # one process training two runs (mirrored_fmnist.py --ceiling) names each
+        if self.run is not None:  # one process training several models in turn names each
             fields["run"] = self.run
         emit("consumed", self.json_lines, **fields)
 

@@ -52,7 +52,7 @@ def shard_size(n: int, num_workers: int) -> int:
 def steps_per_epoch(n: int, batch_size: int, num_workers: int = 1) -> int:
     """Training steps per epoch on every worker: ``ceil(shard_size(n, W) / batch_size)``.
 
-    Equals ``ceil(n / (batch_size * W))`` (a ceiling of a ceiling is one ceiling).
+    Equals ``ceil(n / (batch_size * W))`` (rounding up twice is rounding up once).
     """
     check_shard_args(num_workers, 0, batch_size)
     return -(-shard_size(n, num_workers) // batch_size)

@@ -135,10 +135,10 @@ class ThroughputMeter:
         exclude_disturbed: Leave disturbed epochs out of the mean (if any other is left).
             Off by default so that the printed epoch count stays the same from run to run.
         cpu_clock: Makes the per-epoch :class:`CpuClock` (injected in tests).
-        label: Names the run in the printed line (``epoch 2 (ceiling): ...``) and in the ``epoch``
+        label: Names the run in the printed line (``epoch 2 (second): ...``) and in the ``epoch``
             event (``"run"``): several models measured side by side in one process.
         keep_across_fits: Keep the epochs across ``fit`` calls (each call trains one epoch, in turn
-            with another model, as ``source_code/mirrored_fmnist.py --ceiling`` does): the warm-up
+            with another model, several models measured side by side in one process): the warm-up
             epochs are then the first ones of all the calls. Off: every ``fit`` starts anew.
 
     Raises:

@@ -65,10 +65,14 @@ class ReadableOutput:
 
     Args:
         show_json: Also show the JSON lines (for debugging a script's events).
+        show_stdout: ``False``: show only the stderr lines (warnings, tracebacks: never hidden), e.g. for the
+            later rounds of a measurement whose first round showed everything; every line stays in the
+            RunResult's ``log``.
     """
 
-    def __init__(self, *, show_json: bool = False) -> None:
+    def __init__(self, *, show_json: bool = False, show_stdout: bool = True) -> None:
         self.show_json = show_json
+        self.show_stdout = show_stdout
         self.hidden = 0
 
     @staticmethod
@@ -79,7 +83,7 @@ class ReadableOutput:
 
     def append_stdout(self, text: str) -> None:
         """Show a stdout line unless it is a JSON event line."""
-        if self.is_event(text) and not self.show_json:
+        if not self.show_stdout or (self.is_event(text) and not self.show_json):
             self.hidden += 1
             return
         sys.stdout.write(text)

@@ -22,12 +22,17 @@ from __future__ import annotations
 
 import math
 import re
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from course_lib.lessons.common.measured import in_words
 from course_lib.lessons.common.paired_runs import Paired
-from course_lib.training.stats import ci_verdict
+from course_lib.training.stats import ci_verdict, mean_ci95
 
-__all__ = ["BOUND", "ONE_PROCESS", "EFFICIENCY_LINE", "bound_verdict", "efficiency_line", "parse_efficiency_lines"]
+if TYPE_CHECKING:  # pragma: no cover
+    import matplotlib.figure
+
+__all__ = ["BOUND", "ONE_PROCESS", "EFFICIENCY_LINE", "bound_verdict", "efficiency_line", "parse_efficiency_lines",
+           "plot_yardsticks"]
 
 #: The names of the two yardsticks, as every notebook, figure and results file prints them.
 BOUND = "the bound (N independent one-worker copies, no communication)"
@@ -66,3 +71,35 @@ def efficiency_line(name: str, ratio: Paired) -> str:
 def parse_efficiency_lines(text: str) -> list[tuple[float, float]]:
     """``(mean, half-width)`` of every efficiency line in ``text`` (a notebook's outputs, a results file)."""
     return [(float(m["mean"]), float(m["ci"])) for m in EFFICIENCY_LINE.finditer(text)]
+
+
+def plot_yardsticks(rates: Mapping[str, Sequence[float]], *, title: str = "") -> "matplotlib.figure.Figure":
+    """Images/s of a distributed run beside its two yardsticks, one bar each with its 95 % interval over launches.
+
+    Args:
+        rates: ``{label: the images/s of each launch}``, in the order to draw (e.g. the run, :data:`BOUND`,
+            :data:`ONE_PROCESS`); each list holds one value per round.
+        title: The figure's title.
+
+    Returns:
+        A ``matplotlib.figure.Figure``; show it with :func:`course_lib.lessons.common.display.show_figure`.
+
+    Raises:
+        ValueError: No rates, or a label without launches.
+    """
+    from matplotlib.figure import Figure
+
+    if not rates or any(not values for values in rates.values()):
+        raise ValueError("plot_yardsticks needs at least one launch per label")
+    stats = [mean_ci95([float(v) for v in values]) for values in rates.values()]
+    fig = Figure(figsize=(9, 3.6), layout="constrained")
+    ax = fig.subplots()
+    labels = list(rates)
+    ax.barh(range(len(labels)), [m for m, _ in stats], xerr=[0.0 if math.isnan(h) else h for _, h in stats],
+            capsize=5, color=["tab:blue"] + ["tab:grey"] * (len(labels) - 1))
+    ax.set_yticks(range(len(labels)), labels)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"images / s (mean of {len(next(iter(rates.values())))} launches, 95 % interval)")
+    ax.set_xlim(left=0)
+    fig.suptitle(title or "a run and its yardsticks")
+    return fig

@@ -212,7 +212,7 @@ def scaling_table(records: Iterable[Any], *, mode: str | None = None) -> "pandas
 
 
 def plot_scaling(table: "pandas.DataFrame", *, title: str = "",
-                 ceiling: tuple[str, float] | None = None) -> "matplotlib.figure.Figure":
+                 yardstick: tuple[str, float] | None = None, linear: bool = True) -> "matplotlib.figure.Figure":
     """Throughput vs N with the ideal line, and efficiency vs N, side by side, with error bars.
 
     Each measured point carries its 95 % interval where the table has one (``images_per_sec_ci95``,
@@ -224,8 +224,13 @@ def plot_scaling(table: "pandas.DataFrame", *, title: str = "",
     Args:
         table: From :func:`scaling_table`.
         title: Figure title.
-        ceiling: ``(label, images/s)`` of a measured limit of this machine, drawn as a horizontal
-            line on the throughput panel (notebook 02: one device with the same global batch).
+        yardstick: ``(label, images/s)`` of a measured run to compare with, drawn as a horizontal line on the
+            throughput panel (notebook 02: one process on every core with the same global batch, which a
+            distributed run can beat: not a bound).
+        linear: Draw N × the 1-device rate ("linear") and 100 % efficiency. ``False`` where the devices share
+            the same cores (notebook 02's simulated CPU devices): no run can reach that line there, so it would
+            read as an inefficiency that is not one; the bound (:mod:`course_lib.lessons.common.efficiency`) is
+            the line to compare with.
 
     Returns:
         A ``matplotlib.figure.Figure`` (not registered with pyplot): show it with
@@ -246,17 +251,19 @@ def plot_scaling(table: "pandas.DataFrame", *, title: str = "",
     fig = Figure(figsize=(10, 4), layout="constrained")
     ax_rate, ax_eff = fig.subplots(1, 2)
     paired = bool(table.attrs.get("paired"))
-    ax_rate.plot(devices, [baseline * n for n in devices], "--", color="grey", label="ideal (linear)")
+    if linear:
+        ax_rate.plot(devices, [baseline * n for n in devices], "--", color="grey", label="linear (N × 1 device)")
     ax_rate.errorbar(devices, rates, yerr=bars("images_per_sec_ci95"), fmt="o-", capsize=4,
                      label="measured (95 % interval of each run)" if paired else "measured (95 % interval)")
-    if ceiling is not None:
-        ax_rate.axhline(ceiling[1], linestyle=":", color="tab:red", label=ceiling[0])
+    if yardstick is not None:
+        ax_rate.axhline(yardstick[1], linestyle=":", color="tab:red", label=yardstick[0])
     ax_rate.set_xlabel("devices N")
     ax_rate.set_ylabel("images / s")
     ax_rate.set_xticks(devices)
     ax_rate.set_ylim(bottom=0)
     ax_rate.legend()
-    ax_eff.axhline(100.0, linestyle="--", color="grey", label="ideal")
+    if linear:
+        ax_eff.axhline(100.0, linestyle="--", color="grey", label="linear")
     ax_eff.errorbar(devices, [100.0 * float(e) for e in table["efficiency"]], yerr=bars("efficiency_ci95", 100.0),
                     fmt="o-", capsize=4, label="measured (paired 95 % interval, the verdict's)" if paired
                     else "measured (95 % interval)")
