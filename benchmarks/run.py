@@ -1,7 +1,7 @@
 """``make bench``: measure the course's own performance claims, side by side, in one run.
 
 Writes ``benchmarks/results/<date>-<host>.json`` and ``.md`` (atomically) and prints the table.
-Sections (``--only``): 1 Horovod CPU scaling vs 1 worker and vs the machine's ceiling,
+Sections (``--only``): 1 Horovod CPU scaling vs 1 worker, vs its bound and beside one process on every core,
 1x Horovod settings explored (opt-in), 2 MirroredStrategy 1 vs 2 simulated devices,
 3 Horovod vs MirroredStrategy at equal global batch, 4 Throughput callback overhead,
 5 input pipeline vs model, 6 throughput vs batch size, 7 notebook suite wall time,
@@ -48,6 +48,10 @@ BATCH = 128
 COURSE_HOROVOD_ENV: dict[str, str] = {"HOROVOD_CYCLE_TIME": "5"}
 #: Re-runs allowed for rounds the CPU clock judged disturbed (benchmarks/rounds.py), per group.
 MAX_EXTRA_ROUNDS = 2
+#: Section 1h's headline, declared before it runs (issue 52): this variant over the bound, at least this many rounds.
+HEADLINE = {"section": "1h", "variant": "h_course", "over": "bound", "rounds": 8}
+#: Pace probes (course_lib.environment.machine.speed_probe, seconds) taken before each launch of this run.
+PACE: list[dict] = []
 
 
 @dataclass
@@ -96,7 +100,7 @@ class Variant:
 
     name: str
     label: str
-    launcher: str  # "horovod" or "python"
+    launcher: str  # "horovod", "python" or "bound" (N one-worker copies at once: course_lib.runner.bound)
     args: list[str]
     workers: int = 1
     env: dict[str, str] = field(default_factory=dict)
@@ -104,11 +108,11 @@ class Variant:
     script: Path = TRAIN  # IDLE: % of a core Horovod takes while idle, mean over ranks
     horovodrun_args: list[str] = field(default_factory=list)
     python: str | None = None  # another venv's interpreter (section 1s); None: this one
-    slots: int = 0  # launcher "python": slots the process holds and runs on (0: every core, as a ceiling needs)
+    slots: int = 0  # launcher "python": slots the process holds and runs on (0: every core, as one process needs)
 
 
-def _train_args(settings: Settings, *extra: str) -> list[str]:
-    return ["--batch", str(BATCH), "--warmup-steps", str(settings.warmup_steps),
+def _train_args(settings: Settings, *extra: str, batch: int = BATCH) -> list[str]:
+    return ["--batch", str(batch), "--warmup-steps", str(settings.warmup_steps),
             "--steps", str(settings.steps), *extra]
 
 
@@ -117,7 +121,7 @@ def launch_variants(sections: list[str], settings: Settings, cores: int,
     """The launched variants the chosen sections need (each once, in a fixed order)."""
     wanted: list[str] = []
     if "1" in sections:
-        wanted += ["hvd1", "hvd2", "hvd2_course", "hvd2_mpi", "ceiling", "hvd2_unpinned"]
+        wanted += ["hvd1", "hvd2", "hvd2_course", "hvd2_mpi", "bound", "one_process", "hvd2_unpinned"]
     if "2" in sections:
         wanted += ["mir1", "mir2"]
     if "3" in sections:
@@ -136,8 +140,11 @@ def launch_variants(sections: list[str], settings: Settings, cores: int,
         "hvd2_mpi": Variant("hvd2_mpi", report.LABELS["hvd2_mpi"], "horovod",
                             _train_args(settings, *hvd, "--threads", "1", "--pin-core"), WORKERS,
                             dict(COURSE_HOROVOD_ENV), controller="mpi"),
-        "ceiling": Variant("ceiling", report.LABELS["ceiling"], "python",
-                           _train_args(settings, "--mode", "single", "--threads", str(cores))),
+        "bound": bound_variant(settings),
+        # The same global batch as -np 2 (2 x 128): batch size alone changes images/s (notebook 01).
+        "one_process": Variant("one_process", report.LABELS["one_process"], "python",
+                               _train_args(settings, "--mode", "single", "--threads", str(cores),
+                                           batch=BATCH * WORKERS)),
         "hvd2_unpinned": Variant("hvd2_unpinned", report.LABELS["hvd2_unpinned"], "horovod",
                                  _train_args(settings, *hvd), WORKERS),
         "mir1": Variant("mir1", report.LABELS["mir1"], "python",
@@ -152,6 +159,13 @@ def launch_variants(sections: list[str], settings: Settings, cores: int,
                                  _train_args(settings, "--mode", "single", "--mixed-precision"), slots=1)
         wanted += ["fp32", "mixed"]
     return [table[name] for name in dict.fromkeys(wanted)]
+
+
+def bound_variant(settings: Settings) -> Variant:
+    """The bound of the ``-np 2`` variants: 2 copies of the one-worker workload at once (``--mode single``, 1
+    thread), each on the core a rank gets (the launcher's grant), never communicating."""
+    return Variant("bound", report.LABELS["bound"], "bound", _train_args(settings, "--mode", "single", "--threads", "1"),
+                   WORKERS)
 
 
 def tuning_variants(settings: Settings) -> list[Variant]:
@@ -172,8 +186,8 @@ def tuning_variants(settings: Settings) -> list[Variant]:
 
 
 def gap_variants(settings: Settings, cores: int) -> list[Variant]:
-    """Section 1h (opt-in): candidates to close Horovod's gap to the ceiling on CPU (issues 19 and 46), each
-    ``-np 2`` with 1 thread and 1 core per rank (the course default, ``--pin-core``), against the ceiling: the
+    """Section 1h (opt-in): candidates to close Horovod's gap to its bound on CPU (issues 19, 46 and 52), each
+    ``-np 2`` with 1 thread and 1 core per rank (the course default, ``--pin-core``), against the bound: the
     course's cycle time (5 ms) and Horovod's own (1 ms), on Gloo and on MPI. Section 10 measured what the cycle
     time costs one small all-reduce (alpha 4.9 ms at 5 ms, 1.0 ms at 1 ms, MPI); this section asks whether a step
     of training shows it. Earlier candidates (not pinned, inter-op threads 2, fp16 compression, a 20 ms cycle,
@@ -182,8 +196,7 @@ def gap_variants(settings: Settings, cores: int) -> list[Variant]:
     env = dict(COURSE_HOROVOD_ENV)
     one_ms = {**env, "HOROVOD_CYCLE_TIME": "1"}
     return [
-        Variant("ceiling", report.LABELS["ceiling"], "python",
-                _train_args(settings, "--mode", "single", "--threads", str(cores))),
+        bound_variant(settings),
         Variant("h_course", "1 core each, gloo, HOROVOD_CYCLE_TIME=5 (course default)", "horovod", base, WORKERS,
                 env),
         Variant("h_cycle1", "1 core each, gloo, HOROVOD_CYCLE_TIME=1", "horovod", base, WORKERS, one_ms),
@@ -195,13 +208,13 @@ def gap_variants(settings: Settings, cores: int) -> list[Variant]:
 
 
 def stack_variants(settings: Settings, cores: int, other_python: str) -> list[Variant]:
-    """Section 1s (opt-in, issue 34): section 1's ceiling, 1 worker and the course's ``-np 2`` on this
+    """Section 1s (opt-in, issue 34): section 1's one-process run, 1 worker and the course's ``-np 2`` on this
     venv's stack and on another venv's (``--other-python``, e.g. the old TensorFlow 2.15.1 stack),
     interleaved, so that the two stacks' rates are compared round by round."""
     hvd = ["--mode", "horovod", "--threads", "1"]
     ours = [
-        Variant("ceiling", report.LABELS["ceiling"], "python",
-                _train_args(settings, "--mode", "single", "--threads", str(cores))),
+        Variant("one_process", report.LABELS["one_process"], "python",
+                _train_args(settings, "--mode", "single", "--threads", str(cores), batch=BATCH * WORKERS)),
         Variant("hvd1", report.LABELS["hvd1"], "horovod", _train_args(settings, *hvd), 1),
         Variant("hvd2_course", report.LABELS["hvd2_course"], "horovod",
                 _train_args(settings, *hvd, "--pin-core"), WORKERS, dict(COURSE_HOROVOD_ENV)),
@@ -244,7 +257,23 @@ def run_variant(variant: Variant, data_path: Path, timeout_s: float) -> rounds.M
     args = variant.args + ([] if idle else ["--data", str(data_path)])
     env = {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"), **variant.env}
     other = {"python": variant.python} if variant.python else {}
+    PACE.append({"variant": variant.name, "speed_probe_s": machine.speed_probe(rounds=1)})  # the pace before it
     try:
+        if variant.launcher == "bound":
+            from course_lib.lessons.common.paired_runs import timed_rates  # noqa: F401  (the copies' events)
+            from course_lib.runner.bound import run_bound
+            from course_lib.training.machine.capacity import plan_workers
+
+            result = run_bound(variant.script, args, workers=plan_workers(at_most=variant.workers), env=env,
+                               timeout=timeout_s, output=_printer, cwd=REPO)
+            copies = [e for _, e in result.events if e.get("event") == "result"]
+            if len(copies) != variant.workers or any(e.get("images_per_sec") is None for e in copies):
+                print(f"!! {variant.label}: {len(copies)} result lines for {variant.workers} copies",
+                      file=sys.stderr, flush=True)
+                return math.nan, None
+            window = copies[0].get("cpu")
+            rate = math.fsum(float(e["images_per_sec"]) for e in copies)   # they ran at the same time
+            return rate, _with_cpu_per_image(window, copies[0])
         if variant.launcher == "horovod":
             result = launch.run_horovod(variant.script, args, workers=variant.workers,
                                         horovodrun=launch.Horovodrun(controller=variant.controller,
@@ -252,7 +281,7 @@ def run_variant(variant: Variant, data_path: Path, timeout_s: float) -> rounds.M
                                         env=env, timeout=timeout_s, show="all" if idle else "rank0", output=_printer,
                                         cwd=REPO, **other)
         else:
-            # A one-process variant (the ceiling) holds every core and runs on them: placed on one slot, its
+            # A one-process variant holds every core and runs on them: placed on one slot, its
             # threads would share one core while the Horovod variants it is compared with have two.
             from course_lib.training.machine.hardware import cpu_cores
             result = launch.run_python(variant.script, args, env=env, timeout=timeout_s, output=_printer,
@@ -270,7 +299,14 @@ def run_variant(variant: Variant, data_path: Path, timeout_s: float) -> rounds.M
     if result.result is None or result.result.get("images_per_sec") is None:
         print(f"!! {variant.label}: no result line in its output", file=sys.stderr, flush=True)
         return math.nan, None
-    return float(result.result["images_per_sec"]), result.result.get("cpu")
+    return float(result.result["images_per_sec"]), _with_cpu_per_image(result.result.get("cpu"), result.result)
+
+
+def _with_cpu_per_image(window: dict | None, result: dict) -> dict | None:
+    """The CPU window plus ``cpu_s_per_image``: rank 0's CPU seconds over the images it trained in the window."""
+    if not window or not result.get("steps") or not result.get("per_worker_batch"):
+        return window
+    return {**window, "cpu_s_per_image": float(window["cpu_s"]) / (int(result["steps"]) * int(result["per_worker_batch"]))}
 
 
 def run_interleaved(variants: list[Variant], settings: Settings,
@@ -344,6 +380,22 @@ def stack_name(python: str) -> str:
     return proc.stdout.strip() or f"{python} (its versions could not be read: {proc.stderr.strip()[-200:]})"
 
 
+def runs_of_the_day(out: Path, date: str, stem: str) -> list[str]:
+    """The headline of every other section-1h results file of ``date`` in ``out`` (written beside this one's)."""
+    found = []
+    for path in sorted(out.glob(f"{date}-*.json")):
+        if path.stem == stem:
+            continue
+        try:
+            import json
+            line = (json.loads(path.read_text(encoding="utf-8")).get("headline") or {}).get("line")
+        except (OSError, ValueError):
+            continue
+        if line:
+            found.append(f"{path.name}: {line}")
+    return found
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Parse and check the options; a bad option exits (status 2) before anything runs."""
     parser = argparse.ArgumentParser(
@@ -380,6 +432,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if found is None:
             parser.error(f"--other-python {args.other_python}: no such interpreter")
         args.other_python = found
+    if "1h" in args.sections and args.repeats is None and not args.quick:
+        args.settings.repeats = max(args.settings.repeats, HEADLINE["rounds"])   # the declared rounds
     if args.skip_notebooks:
         args.sections = [s for s in args.sections if s != "7"]
     if not args.sections:
@@ -405,6 +459,15 @@ def main(argv: list[str] | None = None) -> int:
     cores, gpus = int(info["cores"]), list(info["gpus"])
     print(f"Machine: {info['cores']} cores, {info['cpu_model']}, GPUs {gpus or 'none'}, load "
           f"{info['load_average']}; sections {', '.join(sections)}", flush=True)
+    declared = None
+    if "1h" in sections:   # the headline is named before anything runs, never picked after
+        declared = {**HEADLINE, "rounds": settings.repeats, "goal_pct": report.BOUND_GOAL[0],
+                    "goal_lower_end_pct": report.BOUND_GOAL[1], "declared_at": datetime.datetime.now().isoformat(
+                        timespec="seconds")}
+        print(f"Declared before the run: the headline is section 1h, {HEADLINE['variant']} over the "
+              f"{HEADLINE['over']}, {settings.repeats} rounds (disturbed rounds re-run, at most "
+              f"{settings.max_extra_rounds}); goal >= {report.BOUND_GOAL[0]:g} % with the 95 % interval's lower end "
+              f">= {report.BOUND_GOAL[1]:g} %", flush=True)
     samples: dict[str, list[float]] = {}
     inproc: dict[str, dict] = {}
     tuning: dict[str, list[float]] = {}
@@ -492,6 +555,15 @@ def main(argv: list[str] | None = None) -> int:
     if "10" in sections:
         rows += allreduce.rows(reduce_samples, chosen)
     rows = report.with_disturbance_rows(rows, disturbance)
+    headline: dict = {}
+    if declared is not None and gap:
+        top, over = gap.get(HEADLINE["variant"], []), gap.get(HEADLINE["over"], [])
+        per_image = {k: [float((w or {}).get("cpu_s_per_image", math.nan)) for w in ws]
+                     for k, ws in cpu.get("gap", {}).get("windows", {}).items()}
+        headline = {"declared": declared,
+                    "line": report.headline_line(gap_labels.get(HEADLINE["variant"], HEADLINE["variant"]), top, over),
+                    "cpu_per_image_flags": report.cpu_per_image_flags(per_image)}
+        print(headline["line"], flush=True)
 
     load_end = machine.load_average()
     now = datetime.datetime.now()
@@ -505,6 +577,7 @@ def main(argv: list[str] | None = None) -> int:
                     "notebooks": {"seconds": notebook[0], "returncode": notebook[1],
                                   "note": notebook[2]}},
         "rows": [r.to_dict() for r in rows],
+        "headline": headline, "pace_probes_s": PACE,
     }
     doc["notes"] = report.notes(settings.repeats, settings.quick, info, load_end)
     if any("UNDER LOAD" in n for n in doc["notes"]):
@@ -515,6 +588,8 @@ def main(argv: list[str] | None = None) -> int:
     doc = report.strict_json(doc)
     out = Path(args.out_dir)
     stem = f"{doc['date']}-{socket.gethostname()}{'-quick' if settings.quick else ''}"
+    if headline:
+        headline["runs_of_the_day"] = runs_of_the_day(out, doc["date"], stem)
     markdown = report.render_markdown(doc, rows, batch=BATCH)
     atomic_write_json(out / f"{stem}.json", doc)
     atomic_write_text(out / f"{stem}.md", markdown)
