@@ -130,6 +130,7 @@ no answer is written down in this folder.
 | `source_code/` | the training scripts that `horovodrun` launches; they run without the notebooks |
 | `docs/architecture.md` | how the pieces fit together |
 | `tools/setup.sh`, `requirements/` | the set-up and the exact versions it installs |
+| other files a notebook names by path (`docs/run_times.json`, ...) | copied beside the rest, so that every path a notebook names is here |
 
 Your own work goes to `runs/` (created when a notebook first writes there).
 """
