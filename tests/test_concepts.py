@@ -38,7 +38,8 @@ def test_cost_table() -> None:
     assert table["ring_mb_per_worker"].tolist() == [0.0, 4.0, 7.0]
     assert table["ps_mb_sent_by_server"].tolist() == [0.0, 8.0, 32.0]
     assert table["ring_messages"].tolist() == [0, 2, 14]           # 2 (N - 1): the latency term
-    assert table["ps_messages_at_server"].tolist() == [0, 4, 16]
+    # sends only, as the ring's column and the notebook's prose count them (issue 52: it was 2 N, sends + receives)
+    assert table["ps_messages_sent_by_server"].tolist() == [0, 2, 8]
 
 
 def test_straggler_costs_synchronous_training() -> None:

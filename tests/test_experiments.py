@@ -187,6 +187,19 @@ def test_batch_size_sweep_keeps_a_disturbed_round_when_the_budget_is_spent(monke
     assert list(sweep.table["disturbed"]) == [0, 1]
 
 
+def test_the_step_time_is_the_batch_over_the_images_per_second_shown(monkeypatch):
+    """issue 52: 01's table printed 18.9 ms beside 909.0 images/s at batch 16 (16 / 909.0 = 17.6 ms): the step time
+    was a mean of the epochs' own step times. The rates here differ epoch to epoch, so that mean is longer."""
+    script = {16: [(300, 1.0), (200, 1.0), (400, 1.0)], 256: [(600, 1.0), (300, 1.0), (900, 1.0)]}
+    sweep = scripted_sweep(monkeypatch, script, rounds=2, warmup_epochs=1)
+    table = sweep.table.set_index("batch_size")
+    for batch in (16, 256):
+        assert table.loc[batch, "step_time_ms"] == pytest.approx(1000.0 * batch / table.loc[batch, "images_per_sec"],
+                                                                 rel=1e-12)
+    assert table.loc[16, "images_per_sec"] == pytest.approx(300.0)       # the mean of 200 and 400
+    assert table.loc[16, "step_time_ms"] == pytest.approx(1000.0 * 16 / 300)   # not (80 + 40) / 2 = 60 ms
+
+
 @pytest.mark.parametrize(("large", "expected"), [
     ([600, 640, 580, 620, 610, 600], "True"),        # batch 256 twice as fast, round after round
     ([150, 160, 140, 155, 150, 150], "False"),       # batch 256 half as fast: the verdict can fail

@@ -10,8 +10,16 @@ The learner edition holds what a learner needs and nothing an instructor keeps: 
 06 reads and runs them), the set-up (``tools/setup.sh`` with ``tools/python_range.sh``, ``tools/wheel_cache.py``, ``tools/uv_install.py``,
 ``requirements/``, ``pyproject.toml``, ``environment.yml``), ``docs/architecture.md``, a learner
 README and a learner Makefile (``make lab``, ``make doctor``; the data is prepared by set-up with
-``python -m course_lib prepare-data``). It has no ``instructor/``, no ``tests/``, no benchmarks and
-no notebook test configuration.
+``python -m course_lib prepare-data``). It has no ``instructor/``, no ``tests/``, no maintainers' tools
+(``tools/maintainers/``) and no notebook test configuration.
+
+**A path a notebook cites is in the edition** (issue 52): the one rule for citations. Every course file
+that a learner notebook shows by its path (``docs/run_times.json`` in every header, ``benchmarks/README.md``
+in 05), in its Markdown, its code or its outputs, is copied into the edition beside :data:`COPIED`
+(:func:`cited_paths`); text inside an HTML comment is not shown, so it does not count. A notebook may not cite
+what the edition withholds (:data:`WITHHELD`: answers, tests, maintainers' tools): such a citation, and one of a
+folder the edition lacks, is *dangling*; the build warns with the notebook, the cell and the path, and
+``tests/test_student.py`` fails on it.
 
 How a source notebook marks what learners must not see (cell tags, set in JupyterLab's property
 inspector or with ``jupyter nbconvert``; nbgrader's markers are understood too):
@@ -53,9 +61,10 @@ import argparse
 import copy
 import re
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import nbformat
 
@@ -71,6 +80,12 @@ COPIED = ("course_lib", "source_code", "cluster", "requirements", "pyproject.tom
           "tools/jupyterlab-overrides.json",
           "tools/localcluster", "docs/architecture.md")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".ipynb_checkpoints")
+#: Course folders the learner edition never ships, even when a notebook cites a file in them: answers and
+#: instructors' notes, the tests, the maintainers' tools. A learner notebook must not cite them.
+WITHHELD = ("instructor", "tests", "tools/maintainers")
+#: A course path as a notebook writes it: ``docs/run_times.json``, ``instructor/``, ``../source_code/x.py``.
+PATH_TOKEN = re.compile(r"(?:\.\./|\./)*[\w.-]+(?:/[\w.-]+)*/?")
+HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
 
 #: The learner's commands (make lab, make doctor): the course's Makefile includes this file, and the learner
 #: edition's Makefile is this file under :data:`LEARNER_HEADER` (one text for both; tests/test_student.py).
@@ -115,6 +130,7 @@ no answer is written down in this folder.
 | `source_code/` | the training scripts that `horovodrun` launches; they run without the notebooks |
 | `docs/architecture.md` | how the pieces fit together |
 | `tools/setup.sh`, `requirements/` | the set-up and the exact versions it installs |
+| other files a notebook names by path (`docs/run_times.json`, ...) | copied beside the rest, so that every path a notebook names is here |
 
 Your own work goes to `runs/` (created when a notebook first writes there).
 """
@@ -127,6 +143,8 @@ class Changes:
     removed: list[int] = field(default_factory=list)
     cleared: list[int] = field(default_factory=list)
     stubbed: list[int] = field(default_factory=list)
+    shipped: list[str] = field(default_factory=list)                   # cited files copied for it by build()
+    dangling: list[tuple[int, str]] = field(default_factory=list)      # (learner cell, path) the edition lacks
 
 
 def _tags(cell: nbformat.NotebookNode) -> list[str]:
@@ -211,6 +229,61 @@ def learner_notebook(nb: nbformat.NotebookNode) -> tuple[nbformat.NotebookNode, 
     return out, changes
 
 
+def course_paths(root: Path = ROOT) -> set[str]:
+    """The course's files and folders, relative to ``root`` (folders with a trailing ``/``): git's tracked files
+    when ``root`` is a git checkout (so no ``.venv/``, ``build/`` or a learner's ``runs/``), else every file."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, text=True, check=True,
+                                timeout=60).stdout.split("\0")
+    except (OSError, subprocess.SubprocessError):
+        listed = [p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()]
+    files = {f for f in listed if f}
+    return files | {parent.as_posix() + "/" for f in files for parent in PurePosixPath(f).parents
+                    if parent.as_posix() != "."}
+
+
+def _shown_text(cell: nbformat.NotebookNode) -> list[str]:
+    """What a learner reads of a cell: its source (Markdown without HTML comments, which render as nothing)
+    and its outputs' text."""
+    parts = [HTML_COMMENT.sub("", cell.source) if cell.cell_type == "markdown" else cell.source]
+    for output in cell.get("outputs", []):
+        data = output.get("data", {})
+        parts += [str(output.get("text", "")), str(data.get("text/plain", "")), str(data.get("text/markdown", ""))]
+    return parts
+
+
+def cited_paths(nb: nbformat.NotebookNode, known: set[str]) -> list[tuple[int, str]]:
+    """``(cell index, path)`` for every course path that ``nb`` shows a learner, in order, each once per cell.
+
+    A citation is a token of the text a learner reads (:func:`_shown_text`) that names a course file (a path
+    with a folder, ``docs/run_times.json``, or a top-level file such as ``pyproject.toml``) or a course folder
+    written with its slash (``instructor/``); ``../`` and ``./`` in front are dropped.
+
+    Args:
+        nb: A notebook (the learner version, to check what a learner reads).
+        known: The course's paths, from :func:`course_paths`.
+
+    Introduced for the learner edition (issue 52: the paths it cited, the edition lacked).
+    """
+    found: list[tuple[int, str]] = []
+    for index, cell in enumerate(nb.cells):
+        seen: set[str] = set()
+        for text in _shown_text(cell):
+            for token in PATH_TOKEN.findall(text):
+                path = re.sub(r"^(?:\.\./|\./)+", "", token).rstrip(".")
+                if "/" in path and path + "/" in known:   # a folder named without its final slash
+                    path += "/"
+                if path in known and ("/" in path or "." in path) and path not in seen:
+                    seen.add(path)
+                    found.append((index, path))
+    return found
+
+
+def withheld(path: str) -> bool:
+    """Whether ``path`` lies in a folder the learner edition never ships (:data:`WITHHELD`)."""
+    return any(path == folder + "/" or path.startswith(folder + "/") for folder in WITHHELD)
+
+
 def build(dest: Path, root: Path = ROOT) -> dict[str, Changes]:
     """Write the learner edition of the course folder ``root`` into ``dest`` (replaced if it exists).
 
@@ -239,9 +312,20 @@ def build(dest: Path, root: Path = ROOT) -> dict[str, Changes]:
         else:
             shutil.copy2(src, target)
     report: dict[str, Changes] = {}
+    known = course_paths(root)
     for path in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         nb, changes = learner_notebook(nbformat.read(path, as_version=4))
         nbformat.write(nb, dest / "notebooks" / path.name)
+        # The one rule for citations: a course file a learner notebook cites is in the edition.
+        for cell, cited in cited_paths(nb, known):
+            if (dest / cited).exists():
+                continue
+            if cited.endswith("/") or withheld(cited):
+                changes.dangling.append((cell, cited))
+                continue
+            (dest / cited).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(root / cited, dest / cited)
+            changes.shipped.append(cited)
         report[path.name] = changes
     (dest / "Makefile").write_text(learner_makefile(root))
     (dest / "README.md").write_text(LEARNER_README)
@@ -259,8 +343,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"student: ERROR: {exc}", file=sys.stderr)
         return 2
     for name, changes in report.items():
+        shipped = f"; cited, so shipped: {', '.join(changes.shipped)}" if changes.shipped else ""
         print(f"{name}: {len(changes.removed)} cells removed, {len(changes.stubbed)} stubbed, "
-              f"{len(changes.cleared)} outputs cleared")
+              f"{len(changes.cleared)} outputs cleared{shipped}")
+        for cell, cited in changes.dangling:
+            print(f"student: WARNING: {name} cell {cell} (learner copy) cites {cited}, which the learner edition "
+                  f"does not ship ({', '.join(f + '/' for f in WITHHELD)} stay out): reword the cell or ship the "
+                  "file", file=sys.stderr)
     print(f"learner edition written to {args.out}")
     return 0
 

@@ -104,8 +104,8 @@ def allreduce_cost_table(gradient_mb: float, workers: Sequence[int] = (1, 2, 4, 
         A DataFrame with columns ``workers``; ``ring_mb_per_worker`` (2 (N-1)/N × S, sent by each
         worker); ``ring_messages`` (2 (N-1) steps in a row, each a latency);
         ``ps_mb_sent_by_server`` (N × S: the averaged gradient back to every worker; it also
-        receives N × S); ``ps_messages_at_server`` (2 N: N received, N sent); ``ring_limit_mb``
-        (2 × S).
+        receives N × S); ``ps_messages_sent_by_server`` (N, one per worker; it also receives N: counted
+        as the ring's messages are, sends only); ``ring_limit_mb`` (2 × S).
     """
     import pandas as pd
 
@@ -113,7 +113,7 @@ def allreduce_cost_table(gradient_mb: float, workers: Sequence[int] = (1, 2, 4, 
              "ring_mb_per_worker": ring_factor(n) * gradient_mb,
              "ring_messages": 2 * (n - 1),
              "ps_mb_sent_by_server": n * gradient_mb if n > 1 else 0.0,
-             "ps_messages_at_server": 2 * n if n > 1 else 0,
+             "ps_messages_sent_by_server": n if n > 1 else 0,
              "ring_limit_mb": 2 * gradient_mb} for n in workers]
     return pd.DataFrame(rows)
 

@@ -106,7 +106,8 @@ class BatchSweep:
     Attributes:
         table: One row per batch size: ``batch_size``, ``steps_per_epoch``, ``epochs_timed`` (the
             rounds), ``images_per_sec`` (mean of the timed epochs), ``ci95`` (its half-width; NaN with
-            one round), ``step_time_ms``, ``cpu_per_wall`` (cores kept busy, mean), ``disturbed``
+            one round), ``step_time_ms`` (batch ÷ ``images_per_sec``: the step time at the mean rate, so the
+            two columns agree), ``cpu_per_wall`` (cores kept busy, mean), ``disturbed``
             (timed epochs whose CPU/wall fell below 0.75 × the batch size's best; kept when the
             re-run budget was spent).
         rates: Images/s of every batch size's timed epochs, round by round (index i: round i).
@@ -244,7 +245,9 @@ def batch_size_sweep(images: np.ndarray, labels: np.ndarray, batch_sizes: Sequen
         mean, ci = mean_ci95([e.images_per_sec for e in epochs])
         rows.append({"batch_size": b, "steps_per_epoch": pipeline.steps_per_epoch(n, b),
                      "epochs_timed": len(epochs), "images_per_sec": mean, "ci95": ci,
-                     "step_time_ms": math.fsum(e.step_time_ms for e in epochs) / len(epochs),
+                     # batch / images_per_sec, the step at the mean rate: the table's columns agree exactly (the
+                     # mean of the epochs' own step times is longer, by Jensen's inequality: issue 52)
+                     "step_time_ms": 1000.0 * b / mean,
                      "cpu_per_wall": math.fsum(e.cpu_per_wall for e in epochs) / len(epochs),
                      "disturbed": sum(slow[b](e) for e in epochs)})
     return BatchSweep(pd.DataFrame(rows), {b: [r[b].images_per_sec for r in measured] for b in sizes}, reruns)
