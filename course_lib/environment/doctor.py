@@ -20,13 +20,14 @@ from course_lib.environment import tensorflow_build
 from course_lib.environment.doctor_report import SETUP_HINT, Check, DoctorReport, check_version
 from course_lib.environment.frameworks import frameworks_venv, frameworks_versions
 from course_lib.environment.horovod_checks import check_horovod_and_keras
+from course_lib.training import fmnist_files
+from course_lib.training.machine.hardware import cpu_cores, gpu_names
+from course_lib.training.files import course_root
+
 # Handed on, not defined here: tools/setup.sh's HVD_PROBE imports horovod_build_info from this module (an edit of
 # setup.sh changes its stamp and so re-runs every machine's set-up), and benchmarks/run.py package_version.
 from course_lib.environment.doctor_report import package_version as package_version
 from course_lib.environment.horovod_checks import horovod_build_info as horovod_build_info
-from course_lib.training import fmnist_files
-from course_lib.training.machine.hardware import cpu_cores, gpu_names
-from course_lib.training.files import course_root
 
 __all__ = ["run_checks", "check_frameworks"]
 
