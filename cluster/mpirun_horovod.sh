@@ -4,7 +4,8 @@
 # Usage (from the repository root):
 #     NP=2 HOSTS=localhost:2 bash cluster/mpirun_horovod.sh --epochs 1 --train-subset 1024
 #     NP=8 HOSTFILE=cluster/hostfile.example bash cluster/mpirun_horovod.sh --epochs 5
-# Arguments go to source_code/horovod_fmnist.py unchanged.
+# Arguments go to the training script unchanged: COURSE_SCRIPT, a path in the course folder or an absolute
+# one (default: source_code/horovod_fmnist.py), e.g. COURSE_SCRIPT=source_code/horovod_fmnist_minimal.py.
 #
 #   -bind-to none -map-by slot   do not pin a rank to one core; fill each host's slots in order
 #   -x NAME                      export NAME from this shell to every rank (on every node)
@@ -19,6 +20,11 @@ COURSE_DIR=${COURSE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 COURSE_VENV=${COURSE_VENV:-$COURSE_DIR/.venv}
 NP=${NP:-2}
 HOSTS=${HOSTS:-localhost:$NP}
+COURSE_SCRIPT=${COURSE_SCRIPT:-source_code/horovod_fmnist.py}
+case "$COURSE_SCRIPT" in
+    /*) SCRIPT=$COURSE_SCRIPT ;;
+    *) SCRIPT=$COURSE_DIR/$COURSE_SCRIPT ;;
+esac
 
 WHERE=(-H "$HOSTS")
 if [ -n "${HOSTFILE:-}" ]; then
@@ -32,6 +38,6 @@ fi
 COMMAND=(mpirun "${ROOT[@]}" -np "$NP" "${WHERE[@]}" -bind-to none -map-by slot --tag-output
          -x PATH -x LD_LIBRARY_PATH -x PYTHONUNBUFFERED=1 -x TF_CPP_MIN_LOG_LEVEL=2
          -mca mpi_yield_when_idle 1 -mca pml ob1 -mca btl ^openib
-         "$COURSE_VENV/bin/python" "$COURSE_DIR/source_code/horovod_fmnist.py" "$@")
+         "$COURSE_VENV/bin/python" "$SCRIPT" "$@")
 echo "+ ${COMMAND[*]}" >&2
 exec "${COMMAND[@]}"

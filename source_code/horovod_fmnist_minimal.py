@@ -6,7 +6,8 @@ Horovod and tensorflow-datasets (no course_lib). Every line that is there becaus
 ``diff source_code/keras_fmnist.py source_code/horovod_fmnist_minimal.py``.
 
 How to run (prepare Fashion-MNIST once per node first:
-``python -c "import tensorflow_datasets as tfds; tfds.load('fashion_mnist')"``)::
+``python -c "import tensorflow_datasets as tfds; tfds.load('fashion_mnist')"``, or point ``--data-dir`` at a
+prepared tfds folder every node can read)::
 
     horovodrun -np 2 python source_code/horovod_fmnist_minimal.py --epochs 1 --train-subset 6000
 
@@ -39,15 +40,23 @@ def parse_args():
     parser.add_argument("--lr", type=float, default=1e-3, help="Adam's learning rate per worker")
     parser.add_argument("--train-subset", type=int, default=60000, help="first N training images")
     parser.add_argument("--test-subset", type=int, default=10000, help="first N test images")
+    parser.add_argument("--data-dir", default=None,
+                        help="tfds data folder (as tfds.load(data_dir=)); default: "
+                        "$COURSE_TFDS_DIR, else $TFDS_DATA_DIR, else ~/tensorflow_datasets")
     parser.add_argument("--seed", type=int, default=42, help="seed of weights and data order")
     parser.add_argument("--checkpoint-dir", default=None,
                         help="save a checkpoint here after every epoch; run again to resume from it")
-    return parser.parse_args()
+    args = parser.parse_args()
+    if args.data_dir:  # images() reads the folder where the course's other scripts read it too
+        os.environ["COURSE_TFDS_DIR"] = args.data_dir
+    return args
 
 
 def images(split, n):
-    """The first n images of a Fashion-MNIST split, scaled to [0, 1]."""
-    ds = tfds.load("fashion_mnist", split=f"{split}[:{n}]", as_supervised=True, download=False)
+    """The first n images of a Fashion-MNIST split, scaled to [0, 1] (from --data-dir)."""
+    folder = os.environ.get("COURSE_TFDS_DIR")  # None: tfds's own folder
+    ds = tfds.load("fashion_mnist", split=f"{split}[:{n}]", as_supervised=True, download=False,
+                   data_dir=os.path.expanduser(folder) if folder else None)
     return ds.map(lambda x, y: (tf.cast(x, tf.float32) / 255.0, y))
 
 

@@ -117,6 +117,26 @@ def test_mpirun_script_matches_the_launcher(tmp_path):
     assert ["mpirun", *_recorded(tmp_path, "mpirun")] == expected
 
 
+@pytest.mark.parametrize("script, path", [
+    (None, "/shared/course/source_code/horovod_fmnist.py"),                        # the default
+    ("source_code/horovod_fmnist_minimal.py", "/shared/course/source_code/horovod_fmnist_minimal.py"),
+    ("/home/me/my_fmnist.py", "/home/me/my_fmnist.py"),                           # an absolute path as it is
+])
+@pytest.mark.parametrize("launcher", ["srun", "horovodrun", "mpirun"])
+def test_course_script_chooses_the_training_script(tmp_path, launcher, script, path):
+    """COURSE_SCRIPT (cluster/README.md, docs/variables.md) is the script every launcher starts, from the course folder."""
+    venv = tmp_path / "venv"
+    _stub(tmp_path / "stubs", "scontrol", SCONTROL)
+    _stub(venv / "bin" if launcher == "horovodrun" else tmp_path / "stubs", launcher)   # horovodrun: the venv's
+    env = {**SLURM, "COURSE_VENV": str(venv), "LAUNCHER": launcher, "COURSE_DIR": "/shared/course",
+           **({"COURSE_SCRIPT": script} if script else {})}
+    batch = CLUSTER / ("mpirun_horovod.sh" if launcher == "mpirun" else "slurm_horovod.sbatch")
+    result = _run(batch, ["--epochs", "1"], env, tmp_path)
+    assert result.returncode == 0, result.stderr
+    args = _recorded(tmp_path, launcher)
+    assert args[-4:] == [f"{venv}/bin/python", path, "--epochs", "1"], args
+
+
 def test_mpirun_script_takes_a_hostfile(tmp_path):
     _stub(tmp_path / "stubs", "mpirun")
     env = {"NP": "8", "HOSTFILE": str(CLUSTER / "hostfile.example")}

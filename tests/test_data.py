@@ -320,10 +320,58 @@ def test_one_resolver_decides_the_data_folder(tmp_path, monkeypatch):
     assert data.resolve_data_dir("~/x") == tmp_path / "x"
 
 
-# The course's full scripts; the copyable ones (keras_fmnist.py and the scripts written from it or from
-# horovod_fmnist_minimal.py: mwms_fmnist.py, horovod_fmnist_elastic.py) read tfds's own folder, as tfds.load does.
+# The course's full scripts (course_lib.training.flags.add_data_flags)...
 @pytest.mark.parametrize("script", ["horovod_fmnist.py", "mirrored_fmnist.py"])
 def test_every_training_script_takes_data_dir(script):
     path = Path(__file__).resolve().parents[1] / "source_code" / script
     out = subprocess.run([sys.executable, str(path), "--help"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "--data-dir" in out.stdout, out.stderr
+
+
+#: ... and the copyable ones, which import no course_lib: keras_fmnist.py and the scripts written from it or from
+#: horovod_fmnist_minimal.py. Each declares --data-dir itself, in the same words (the same change in all four, so
+#: that the diffs notebooks 03 and 06 print from them stay what they were).
+COPYABLE = ("keras_fmnist.py", "horovod_fmnist_minimal.py", "mwms_fmnist.py", "horovod_fmnist_elastic.py")
+
+
+def _flag_help(path: Path, flag: str) -> str | None:
+    """The help text of ``parser.add_argument(flag, ..., help=...)`` in a script's source, or None."""
+    import ast
+
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument" and node.args
+                and isinstance(node.args[0], ast.Constant) and node.args[0].value == flag):
+            return next((ast.literal_eval(k.value) for k in node.keywords if k.arg == "help"), None)
+    return None
+
+
+def copyable_data_dir_problems(source: Path) -> list[str]:
+    """Copyable scripts whose --data-dir is missing or says other than add_data_flags' (less its course_lib pointer)."""
+    import argparse
+
+    from course_lib.training import flags
+
+    parser = argparse.ArgumentParser()
+    flags.add_data_flags(parser)
+    (course,) = [a.help for a in parser._actions if "--data-dir" in a.option_strings]
+    expected = (course or "").removesuffix(" (course_lib.training.data.resolve_data_dir)")
+    return [f"{name}: --data-dir says {_flag_help(source / name, '--data-dir')!r}, not {expected!r}"
+            for name in COPYABLE if _flag_help(source / name, "--data-dir") != expected]
+
+
+def test_the_copyable_scripts_take_data_dir_in_the_same_words():
+    source = Path(__file__).resolve().parents[1] / "source_code"
+    assert copyable_data_dir_problems(source) == []
+
+
+def test_a_copyable_script_without_data_dir_fails_it(tmp_path):
+    source = Path(__file__).resolve().parents[1] / "source_code"
+    for name in COPYABLE:
+        shutil.copy(source / name, tmp_path / name)
+    minimal = tmp_path / "horovod_fmnist_minimal.py"
+    minimal.write_text(minimal.read_text().replace('"--data-dir"', '"--data-folder"'))
+    elastic = tmp_path / "horovod_fmnist_elastic.py"
+    elastic.write_text(elastic.read_text().replace('"$COURSE_TFDS_DIR, else ', '"$TFDS_DATA_DIR, else '))
+    problems = copyable_data_dir_problems(tmp_path)
+    assert [p.split(":")[0] for p in problems] == ["horovod_fmnist_minimal.py", "horovod_fmnist_elastic.py"], problems
+    assert problems[0].startswith("horovod_fmnist_minimal.py: --data-dir says None, not 'tfds data folder"), problems

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from packaging.specifiers import SpecifierSet
 
-from course_lib.environment import doctor, tensorflow_build
+from course_lib.environment import doctor, doctor_report, horovod_checks, tensorflow_build
 from course_lib.environment.lab import lab_command
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -171,7 +171,7 @@ def _doctor_in_process(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.M
     ready = ('KERAS {"keras2": true, "detail": "stub", "horovod_backend": "tf_keras.src.backend", '
              '"horovod_keras2": true}\n'
              'HOROVOD_BUILD {"TensorFlow": true, "MPI": true, "Gloo": true, "NCCL": false}\n')
-    monkeypatch.setattr(doctor, "_probe_output", lambda *args, **kwargs: ready)
+    monkeypatch.setattr(horovod_checks, "_probe_output", lambda *args, **kwargs: ready)
     capsys.readouterr()
     status = main(["doctor"])
     return status, capsys.readouterr().out
@@ -242,9 +242,9 @@ def test_build_probe_reports_an_extension_that_does_not_load(tmp_path: Path) -> 
     fake = tmp_path / "python"
     fake.write_text(f"#!/bin/sh\nPYTHONPATH={tmp_path / 'site'} exec {sys.executable} \"$@\"\n")
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
-    info = doctor.horovod_build_info(str(fake))
+    info = horovod_checks.horovod_build_info(str(fake))
     assert info == {"TensorFlow": False, "error": "Extension horovod.tensorflow has not been built"}
-    assert doctor.horovod_build_info(str(tmp_path / "no-such-python")) == {}
+    assert horovod_checks.horovod_build_info(str(tmp_path / "no-such-python")) == {}
 
 
 def test_second_setup_is_fast_and_changes_nothing() -> None:
@@ -315,15 +315,15 @@ def test_ci_runs_the_readme_command() -> None:
 
 # ---------------------------------------------------------------- the doctor's failures (issue 20)
 def test_doctor_fails_on_a_version_mismatch(monkeypatch: pytest.MonkeyPatch) -> None:
-    pinned = doctor._pin("tensorflow")
+    pinned = doctor_report.pin("tensorflow")
     assert pinned, "requirements/constraints.txt pins no tensorflow"
-    monkeypatch.setattr(doctor, "package_version", lambda *dists: "2.16.1")
-    check = doctor._check_version("TensorFlow", ("tensorflow",), "tensorflow")
+    monkeypatch.setattr(doctor_report, "package_version", lambda *dists: "2.16.1")
+    check = doctor_report.check_version("TensorFlow", ("tensorflow",), "tensorflow")
     assert check.status == "fail"
     assert check.detail == f"2.16.1 installed, the course is tested with {pinned}"
     assert f"tensorflow=={pinned}" in check.remedy and "make setup" in check.remedy
-    monkeypatch.setattr(doctor, "package_version", lambda *dists: pinned)
-    assert doctor._check_version("TensorFlow", ("tensorflow",), "tensorflow").status == "ok"
+    monkeypatch.setattr(doctor_report, "package_version", lambda *dists: pinned)
+    assert doctor_report.check_version("TensorFlow", ("tensorflow",), "tensorflow").status == "ok"
 
 
 def _fake_build(folder: Path, *, tensorflow: bool, gloo: bool) -> str:
@@ -345,10 +345,10 @@ def test_doctor_fails_on_a_horovod_build_without_tensorflow_or_gloo(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tensorflow: bool, gloo: bool,
         detail: str | None, remedy: str | None) -> None:
     fake = _fake_build(tmp_path, tensorflow=tensorflow, gloo=gloo)
-    monkeypatch.setattr(doctor, "_probe_python", lambda: fake)
-    monkeypatch.setattr(doctor, "_horovodrun_path", lambda: "/usr/bin/true")
-    monkeypatch.setattr(doctor, "package_version", lambda *dists: doctor._pin("horovod"))
-    checks = {c.name: c for c in doctor._check_horovod(gpus=[])}
+    monkeypatch.setattr(horovod_checks, "_probe_python", lambda: fake)
+    monkeypatch.setattr(horovod_checks, "_horovodrun_path", lambda: "/usr/bin/true")
+    monkeypatch.setattr(doctor_report, "package_version", lambda *dists: doctor_report.pin("horovod"))
+    checks = {c.name: c for c in horovod_checks._check_horovod(gpus=[])}
     assert checks["Horovod"].status == "ok"
     build = checks["Horovod build"]
     if detail is None:
@@ -358,9 +358,9 @@ def test_doctor_fails_on_a_horovod_build_without_tensorflow_or_gloo(
 
 
 def test_doctor_fails_when_horovodrun_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(doctor, "_horovodrun_path", lambda: None)
-    monkeypatch.setattr(doctor, "package_version", lambda *dists: doctor._pin("horovod"))
-    build = {c.name: c for c in doctor._check_horovod(gpus=[])}["Horovod build"]
+    monkeypatch.setattr(horovod_checks, "_horovodrun_path", lambda: None)
+    monkeypatch.setattr(doctor_report, "package_version", lambda *dists: doctor_report.pin("horovod"))
+    build = {c.name: c for c in horovod_checks._check_horovod(gpus=[])}["Horovod build"]
     assert build.status == "fail" and "horovodrun" in build.detail and "make setup" in build.remedy
 
 

@@ -148,7 +148,7 @@ class ScriptedTrainer:
         pass
 
     def epoch(self):
-        from course_lib.training.throughput import EpochRate
+        from course_lib.training.epoch_rates import EpochRate
 
         ScriptedTrainer.order.append(self.batch)
         rate, cpu_per_wall = ScriptedTrainer.script[self.batch].pop(0)

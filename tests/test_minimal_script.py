@@ -68,6 +68,41 @@ def test_the_five_changes_are_numbered_in_order(path: Path) -> None:
     assert first == [1, 2, 3, 4, 5], f"{path.name}: numbered changes in order {first}"
 
 
+@pytest.mark.slow  # two starts of TensorFlow, ≈10 s
+def test_data_dir_chooses_the_tfds_folder(tmp_path: Path) -> None:
+    """``--data-dir`` is the folder tfds reads (over ``$COURSE_TFDS_DIR``, which is the default without the flag),
+    as ``course_lib.training.data.resolve_data_dir`` decides for the course's other scripts; one process, no
+    horovodrun (Horovod then runs one worker)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from course_lib.training.data import resolve_data_dir
+
+    real = resolve_data_dir()
+    if not (real / "fashion_mnist").is_dir():
+        pytest.fail(f"no prepared Fashion-MNIST in {real}: run `make setup`")
+    folder = tmp_path / "shared copy"
+    folder.mkdir()
+    (folder / "fashion_mnist").symlink_to(real / "fashion_mnist")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    env = {**os.environ, "COURSE_TFDS_DIR": str(empty)}
+    tiny = ["--epochs", "1", "--train-subset", "64", "--test-subset", "64", "--batch-size", "32"]
+
+    def run(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, str(MINIMAL), *tiny, *extra], capture_output=True, text=True,
+                              env=env, timeout=300)
+
+    given = run("--data-dir", str(folder))
+    assert given.returncode == 0, given.stderr[-3000:]
+    results = [json.loads(line) for line in given.stdout.splitlines() if line.startswith('{"event": "result"')]
+    assert len(results) == 1 and results[0]["workers"] == 1, given.stdout
+    default = run()
+    assert default.returncode != 0 and f"could not find data in {empty}" in default.stderr, default.stderr[-3000:]
+
+
 # The minimal script's real 2-worker run (identical weights on both ranks, learning above these thresholds) is
 # notebook 03's exercise 3 (its solution run prints those verdicts, compared by nbval; the thresholds below are checked
 # in its committed output by tests/test_exercises.py::test_03_notebook_shows_the_solution_runs_verdicts; issue 31).

@@ -569,7 +569,7 @@ def test_mirrored_one_device_is_a_one_worker_script(mirrored: dict) -> None:
 
 # ------------------------------------------------------------------ course_lib.training
 def test_epoch_arithmetic() -> None:
-    from course_lib.training.epochs import EpochPlan, ShardError, describe_epoch, epoch_arithmetic
+    from course_lib.training.epochs import EpochPlan, ShardError, epoch_arithmetic
 
     a = epoch_arithmetic(60_000, 128, 2)
     assert a == {"shard_size": 30_000, "steps_per_epoch": 235, "samples_per_epoch": 60_000,
@@ -578,9 +578,8 @@ def test_epoch_arithmetic() -> None:
     assert b["shard_size"] == 8572 and b["samples_per_epoch"] == 8572 * 7  # padded shards
     assert b["steps_per_epoch"] == math.ceil(8572 / 128) == 67
     assert b["global_batch"] == 128 * 7 * 3 and b["updates_per_epoch"] == 67 // 3
-    text = describe_epoch(60_000, 128, 7, 3)
+    text = EpochPlan(60_000, 128, 7, 3).describe()
     assert "ceil(60000/7) = 8572" in text and "global batch 2688" in text
-    assert text == EpochPlan(60_000, 128, 7, 3).describe()
     mirrored = EpochPlan(1_000, 64, 3, one_reader=True)  # one reader splits each step batch over 3 replicas
     assert (mirrored.step_batch, mirrored.global_batch, mirrored.steps_per_epoch, mirrored.samples_per_epoch) == \
         (192, 192, 6, 1_000)

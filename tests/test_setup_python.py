@@ -31,7 +31,7 @@ from packaging.specifiers import SpecifierSet
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_setup_script import TOOLS, _fake_python  # noqa: E402
 
-from course_lib.environment import doctor  # noqa: E402
+from course_lib.environment import doctor, doctor_report  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RANGE_SH = ROOT / "tools" / "python_range.sh"
@@ -211,7 +211,7 @@ def test_the_plan_prints_what_the_readme_table_says(tmp_path: Path, row: dict[st
         f"README says {row['distribution']}: {row['how']} {row['uses']}; the plan: {python.group(0)}")
     if row["how"] == "uv-managed":
         assert proc.stdout.count("UV_PYTHON_INSTALL_MIRROR") == 1, out
-    pins = {name: doctor._pin(name) for name in ("tensorflow", "tf_keras", "horovod")}
+    pins = {name: doctor_report.pin(name) for name in ("tensorflow", "tf_keras", "horovod")}
     assert f"plan: pip: tensorflow-cpu=={pins['tensorflow']} (cpu build" in proc.stdout or (
         f"plan: pip: tensorflow=={pins['tensorflow']} (cpu build" in proc.stdout), out
     assert f"tf-keras=={pins['tf_keras']}" in proc.stdout, out

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.environment import doctor
+from course_lib.environment import doctor_report, horovod_checks
 
 ROOT = Path(__file__).resolve().parents[1]
 SETUP = ROOT / "tools" / "setup.sh"
@@ -163,23 +163,23 @@ def test_the_patch_is_for_the_pinned_horovod_and_each_hunk_names_its_upstream_is
 def test_setup_and_the_doctor_check_the_line_the_patch_adds() -> None:
     added = [line[1:] for line in PATCH.read_text().splitlines() if line.startswith("+") and
              not line.startswith("+++")]
-    assert any(line.strip().startswith(doctor.HOROVOD_PATCH_MARKER) for line in added)
+    assert any(line.strip().startswith(horovod_checks.HOROVOD_PATCH_MARKER) for line in added)
     setup = SETUP.read_text()
-    assert f'HVD_PATCH_MARKER="{doctor.HOROVOD_PATCH_MARKER}"' in setup
+    assert f'HVD_PATCH_MARKER="{horovod_checks.HOROVOD_PATCH_MARKER}"' in setup
     assert "patch -p1 --dry-run" in setup and "does not apply" in setup
     assert re.search(r"HVD_SDIST_SHA256=[0-9a-f]{64}\n", setup)
 
 
 def test_the_installed_horovod_carries_the_patch() -> None:
-    patched, where = doctor.horovod_patch_in_place()
+    patched, where = horovod_checks.horovod_patch_in_place()
     assert patched, f"{where} lacks the patch: COURSE_FORCE_SETUP=1 make setup"
 
 
 def test_doctor_fails_with_remedy_when_the_patch_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(doctor, "horovod_patch_in_place", lambda: (False, "/x/horovod/tensorflow/keras/callbacks.py"))
-    monkeypatch.setattr(doctor.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(
+    monkeypatch.setattr(horovod_checks, "horovod_patch_in_place", lambda: (False, "/x/horovod/tensorflow/keras/callbacks.py"))
+    monkeypatch.setattr(horovod_checks.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(
         a, 0, 'KERAS {"keras2": true, "detail": "d", "horovod_backend": "tf_keras.api", "horovod_keras2": true}\n', ""))
-    checks = {c.name: c for c in doctor._check_keras2(horovod_ok=True)}
+    checks = {c.name: c for c in horovod_checks._check_keras2(horovod_ok=True)}
     assert checks["Horovod patch"].status == "fail"
     assert "COURSE_FORCE_SETUP=1 make setup" in checks["Horovod patch"].remedy
     assert "horovod-0.28.1.patch" in checks["Horovod patch"].remedy
@@ -187,9 +187,9 @@ def test_doctor_fails_with_remedy_when_the_patch_is_missing(monkeypatch: pytest.
 
 
 def test_doctor_fails_when_tf_keras_is_keras_3(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(doctor.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(
+    monkeypatch.setattr(horovod_checks.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(
         a, 0, 'KERAS {"keras2": false, "detail": "tf.keras is Keras 3.15.1"}\n', ""))
-    checks = {c.name: c for c in doctor._check_keras2(horovod_ok=False)}
+    checks = {c.name: c for c in horovod_checks._check_keras2(horovod_ok=False)}
     assert checks["Keras 2"].status == "fail" and "Keras 3.15.1" in checks["Keras 2"].detail
     assert "course_lib.training.keras2" in checks["Keras 2"].remedy
     assert "Horovod patch" not in checks  # Horovod's own failure is reported by its checks
@@ -284,7 +284,7 @@ def test_setup_installs_the_build_of_its_variant(tmp_path: Path, listing: str | 
     pip = [line.split("-m pip --disable-pip-version-check ", 1)[1]
            for line in calls.read_text().splitlines() if line.startswith("-m pip")]
     stack = f"install -q --no-compile -c {CONSTRAINTS} -e {ROOT}[{variant},lab]"
-    keras2 = f"install -q --no-compile -c {CONSTRAINTS} --no-deps tf-keras=={doctor._pin('tf_keras')}"
+    keras2 = f"install -q --no-compile -c {CONSTRAINTS} --no-deps tf-keras=={doctor_report.pin('tf_keras')}"
     assert stack in pip, pip
     if variant == "cpu":
         assert pip.index(keras2) == pip.index(stack) + 1, pip

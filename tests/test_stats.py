@@ -1,7 +1,7 @@
 """course_lib.training.stats: the one decision rule of every verdict, and efficiency with its interval.
 
 Each verdict of the course (``measured.at_least``, ``ladder_verdicts.decide`` and ``ladder_table``,
-``knobs.compare``, ``widgets.superlinear_notes``, ``benchmarks/stats.goal_verdict``) calls
+``knobs.compare``, ``run_notes.superlinear_notes``, ``benchmarks/stats.goal_verdict``) calls
 ``interval_verdict``; the last test reads their source and fails when one of them decides by itself again.
 """
 
@@ -65,7 +65,7 @@ VERDICTS = [("course_lib/lessons/common/measured.py", "at_least"),
             ("course_lib/lessons/large_batch/ladder_verdicts.py", "decide"),
             ("course_lib/lessons/large_batch/ladder_verdicts.py", "ladder_table"),
             ("course_lib/lessons/communication/knobs.py", "compare"),
-            ("course_lib/lessons/horovod/widgets.py", "superlinear_notes"), ("benchmarks/stats.py", "goal_verdict"),
+            ("course_lib/lessons/horovod/run_notes.py", "superlinear_notes"), ("benchmarks/stats.py", "goal_verdict"),
             ("course_lib/lessons/large_batch/recovery.py", "recovery_word")]
 OWNERS = {"interval_verdict", "ci_verdict"}
 

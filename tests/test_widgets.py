@@ -131,7 +131,7 @@ def fake_result(workers: int, images_per_sec: float, warmups: list[bool]):
 
 
 def test_warmup_only_runs_are_recognised():
-    from course_lib.lessons.horovod.widgets import warmup_only
+    from course_lib.lessons.horovod.run_notes import warmup_only
 
     assert warmup_only(fake_result(1, 100.0, [True]))
     assert not warmup_only(fake_result(1, 100.0, [True, False]))
@@ -156,7 +156,7 @@ def test_one_epoch_runs_give_no_efficiency(monkeypatch, private_slots):
 
 
 def test_super_linear_efficiency_is_flagged_with_its_likely_cause(monkeypatch, private_slots):
-    from course_lib.lessons.horovod.widgets import superlinear_notes
+    from course_lib.lessons.horovod.run_notes import superlinear_notes
 
     two_cores(monkeypatch)
     panel = ControlPanel(SCRIPTS / "sleep_hvd.py")

@@ -18,7 +18,7 @@ import socket
 import time
 from pathlib import Path
 
-from course_lib.environment.doctor import package_version  # one place reads package versions
+from course_lib.environment.doctor_report import package_version  # one place reads package versions
 from course_lib.training.machine.hardware import cpu_cores, gpu_names
 
 __all__ = ["cpu_model", "load_average", "speed_probe", "describe_machine", "stamp", "STAMP_PREFIX", "parse_stamp",

@@ -12,10 +12,13 @@ everything"). :class:`EpochPlan` is the one value that holds it, in one batch vo
 * **steps per epoch**: training steps every worker runs; **samples per epoch**: images processed by
   all workers in one epoch (padded shards count their copies); **updates per epoch**: ``steps // k``.
 
-The input pipelines (:mod:`course_lib.training.pipeline`) shard with the same arithmetic and import
-it from here. The scripts print :meth:`EpochPlan.describe` at start and send :meth:`EpochPlan.as_dict`
-in their ``config`` event (:mod:`course_lib.training.report`), so the learner can check the numbers
-by hand; :func:`epoch_arithmetic` is the same dict for a notebook cell.
+Every name here is one of the plan's: ``train_size`` N, ``per_worker_batch`` b, ``workers`` W,
+``backward_passes_per_step`` k. :func:`shard_size`, :func:`steps_per_epoch` and :func:`samples_per_epoch` are the
+plan's arithmetic for a caller that holds no plan: the input pipelines (:mod:`course_lib.training.pipeline`)
+shard with them, and notebooks 02 and 03 count steps with them. The scripts print :meth:`EpochPlan.describe` at
+start and send :meth:`EpochPlan.as_dict` in their ``config`` event (:mod:`course_lib.training.report`), so the
+learner can check the numbers by hand; :func:`epoch_arithmetic` is that dict for notebook 04's cell and the
+exercises' solvers (``course_lib.lessons.common.answers``).
 
 Introduced in notebooks/03_horovod.ipynb.
 """
@@ -24,43 +27,38 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ShardError", "shard_size", "steps_per_epoch", "samples_per_epoch", "EpochPlan",
-           "epoch_arithmetic", "describe_epoch"]
+__all__ = ["ShardError", "shard_size", "steps_per_epoch", "samples_per_epoch", "EpochPlan", "epoch_arithmetic"]
 
 
 class ShardError(ValueError):
-    """Invalid sharding arguments (worker index, number of workers, batch size)."""
+    """Invalid epoch or sharding arguments (a count below 1, a worker index outside the workers)."""
 
 
-def check_shard_args(num_workers: int, worker_index: int, batch_size: int | None = None) -> None:
-    """Raise :class:`ShardError` unless ``0 <= worker_index < num_workers`` and ``batch_size >= 1``."""
-    if not isinstance(num_workers, int) or num_workers < 1:
-        raise ShardError(f"num_workers must be an int >= 1, got {num_workers!r}")
-    if not isinstance(worker_index, int) or not 0 <= worker_index < num_workers:
-        raise ShardError(f"worker_index must be in [0, {num_workers}) for num_workers={num_workers}, "
-                         f"got {worker_index!r} (pass hvd.rank() and hvd.size())")
-    if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
-        raise ShardError(f"batch_size must be an int >= 1, got {batch_size!r}")
+def check_counts(**counts: int) -> None:
+    """Raise :class:`ShardError` unless every count (named as the plan names it) is an int >= 1."""
+    for name, value in counts.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ShardError(f"{name} must be an int >= 1, got {value!r}")
 
 
-def shard_size(n: int, num_workers: int) -> int:
-    """Examples per worker per epoch: ``ceil(n / num_workers)`` (training shards are padded)."""
-    check_shard_args(num_workers, 0)
-    return -(-n // num_workers)
+def shard_size(train_size: int, workers: int) -> int:
+    """Examples per worker per epoch: ``ceil(N / W)`` (training shards are padded)."""
+    check_counts(workers=workers)
+    return -(-train_size // workers)
 
 
-def steps_per_epoch(n: int, batch_size: int, num_workers: int = 1) -> int:
-    """Training steps per epoch on every worker: ``ceil(shard_size(n, W) / batch_size)``.
+def steps_per_epoch(train_size: int, per_worker_batch: int, workers: int = 1) -> int:
+    """Training steps per epoch on every worker: ``ceil(shard_size(N, W) / b)``.
 
-    Equals ``ceil(n / (batch_size * W))`` (rounding up twice is rounding up once).
+    Equals ``ceil(N / (b * W))`` (rounding up twice is rounding up once).
     """
-    check_shard_args(num_workers, 0, batch_size)
-    return -(-shard_size(n, num_workers) // batch_size)
+    check_counts(workers=workers, per_worker_batch=per_worker_batch)
+    return -(-shard_size(train_size, workers) // per_worker_batch)
 
 
-def samples_per_epoch(n: int, num_workers: int = 1) -> int:
-    """Examples actually processed per epoch by all workers: ``shard_size(n, W) * W``."""
-    return shard_size(n, num_workers) * num_workers
+def samples_per_epoch(train_size: int, workers: int = 1) -> int:
+    """Examples actually processed per epoch by all workers: ``shard_size(N, W) * W``."""
+    return shard_size(train_size, workers) * workers
 
 
 @dataclass(frozen=True)
@@ -86,11 +84,8 @@ class EpochPlan:
     one_reader: bool = False
 
     def __post_init__(self) -> None:
-        check_shard_args(self.workers, 0, self.per_worker_batch)
-        for name in ("train_size", "backward_passes_per_step"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ShardError(f"{name} must be an int >= 1, got {value!r}")
+        check_counts(train_size=self.train_size, per_worker_batch=self.per_worker_batch, workers=self.workers,
+                     backward_passes_per_step=self.backward_passes_per_step)
 
     @property
     def shard_size(self) -> int:
@@ -175,8 +170,3 @@ def epoch_arithmetic(train_size: int, per_worker_batch: int, workers: int,
     """
     return EpochPlan(train_size, per_worker_batch, workers, backward_passes_per_step).as_dict()
 
-
-def describe_epoch(train_size: int, per_worker_batch: int, workers: int,
-                   backward_passes_per_step: int = 1) -> str:
-    """:meth:`EpochPlan.describe` of these arguments (the paragraph the scripts print at start)."""
-    return EpochPlan(train_size, per_worker_batch, workers, backward_passes_per_step).describe()

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from course_lib.training.epochs import (EpochPlan, ShardError, check_shard_args, samples_per_epoch, shard_size,
+from course_lib.training.epochs import (EpochPlan, ShardError, check_counts, samples_per_epoch, shard_size,
                                         steps_per_epoch)
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -39,6 +39,14 @@ __all__ = [
     "make_epochs_dataset",
     "distribute_for_strategy",
 ]
+
+
+def check_shard_args(num_workers: int, worker_index: int, batch_size: int | None = None) -> None:
+    """Raise :class:`ShardError` unless ``0 <= worker_index < num_workers`` and ``batch_size >= 1``."""
+    check_counts(num_workers=num_workers, **({} if batch_size is None else {"batch_size": batch_size}))
+    if isinstance(worker_index, bool) or not isinstance(worker_index, int) or not 0 <= worker_index < num_workers:
+        raise ShardError(f"worker_index must be in [0, {num_workers}) for num_workers={num_workers}, "
+                         f"got {worker_index!r} (pass hvd.rank() and hvd.size())")
 
 
 def epoch_indices(n: int, *, seed: int, epoch: int, num_workers: int = 1,

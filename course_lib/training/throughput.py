@@ -14,7 +14,8 @@ epoch in which the process got far fewer cores than it should (other load, or a 
 cores idle, like the one in benchmarks/README.md, "The factor-of-two mode") is flagged ``disturbed``
 (summary and epoch event) and, with ``exclude_disturbed=True``, left out of the mean;
 notebook 01's batch-size sweep re-runs a whole round of its batch sizes when one of its epochs kept far fewer
-cores than the run's best (:func:`below_peak_cpu`; course_lib.lessons.data_parallelism.experiments).
+cores than the run's best (:func:`below_peak_cpu`; course_lib.lessons.data_parallelism.experiments). What the
+meter reports, its summary and each counted epoch's rate, is :mod:`course_lib.training.epoch_rates`.
 
 Introduced in notebooks/02_mirrored_strategy.ipynb.
 """
@@ -25,82 +26,14 @@ import math
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence, TextIO
 
 from course_lib.training.cpuclock import CPU_SHARE_LIMIT, CpuClock
-from course_lib.training.events import dumps, json_safe
+from course_lib.training.epoch_rates import EpochRate, EpochRecord, ThroughputSummary
+from course_lib.training.events import dumps
 from course_lib.training.stats import mean_ci95
 
-__all__ = ["ThroughputSummary", "EpochRate", "ThroughputMeter", "below_peak_cpu"]
-
-
-@dataclass
-class ThroughputSummary:
-    """Throughput over the counted (post-warm-up) epochs.
-
-    Attributes:
-        images_per_sec_mean: Mean global images/s over the counted epochs.
-        ci95: Half-width of the 95 % confidence interval of that mean (NaN if < 2 epochs).
-        per_worker_images_per_sec: ``images_per_sec_mean / workers``.
-        step_time_ms_mean: Mean time per counted step, in ms.
-        epochs_counted: Number of epochs in the mean.
-        per_epoch: Global images/s of each counted epoch.
-        samples_total: Samples actually processed in the counted steps, all workers.
-        includes_warmup: True when every epoch was warm-up, so the warm-up epochs were used
-            rather than reporting nothing.
-        cpu_per_wall: CPU seconds / wall seconds of each epoch of ``per_epoch`` (NaN when not
-            measured): about the number of cores the epoch kept busy.
-        disturbed_epochs: 1-based numbers of the epochs of ``per_epoch`` judged disturbed.
-        excluded_epochs: How many of those were left out of the mean (``exclude_disturbed``;
-            none when every epoch was disturbed: then the mean is over all of them, suspect).
-    """
-
-    images_per_sec_mean: float
-    ci95: float
-    per_worker_images_per_sec: float
-    step_time_ms_mean: float
-    epochs_counted: int
-    per_epoch: list[float] = field(default_factory=list)
-    samples_total: int = 0
-    includes_warmup: bool = False
-    cpu_per_wall: list[float] = field(default_factory=list)
-    disturbed_epochs: list[int] = field(default_factory=list)
-    excluded_epochs: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-safe dict (NaN becomes None)."""
-        return json_safe(asdict(self))
-
-
-@dataclass(frozen=True)
-class EpochRate:
-    """One counted epoch as :meth:`ThroughputMeter.counted_epochs` reports it.
-
-    Attributes:
-        images_per_sec: Global images/s of the epoch.
-        step_time_ms: Time per counted step, in ms.
-        cpu_per_wall: CPU seconds / wall seconds (NaN when not measured).
-        disturbed: The CPU clock judged the epoch disturbed.
-    """
-
-    images_per_sec: float
-    step_time_ms: float
-    cpu_per_wall: float = math.nan
-    disturbed: bool = False
-
-
-@dataclass
-class _Epoch:
-    epoch: int
-    steps: int
-    samples: int
-    epoch_time_s: float
-    counted_steps: int
-    counted_samples: int
-    counted_time_s: float
-    warmup: bool
-    cpu: dict[str, Any] | None = None
+__all__ = ["ThroughputMeter", "below_peak_cpu"]
 
 
 def _own_cpu_s() -> float:
@@ -177,7 +110,7 @@ class ThroughputMeter:
         self.label = label
         self.keep_across_fits = keep_across_fits
         self._cpu: CpuClock | None = None
-        self.epochs: list[_Epoch] = []
+        self.epochs: list[EpochRecord] = []
         self._reset_epoch()
 
     # ----------------------------------------------------------------- arithmetic
@@ -193,12 +126,12 @@ class ThroughputMeter:
             samples = min(samples, self.samples_per_epoch)
         return samples
 
-    def _close_epoch(self, epoch: int) -> _Epoch:
+    def _close_epoch(self, epoch: int) -> EpochRecord:
         steps = self._steps
         warmup_epoch = len(self.epochs) < self.warmup_epochs
         skip = self.warmup_steps if steps > self.warmup_steps else 0
         start = self._t_warm if skip else self._t_begin
-        record = _Epoch(
+        record = EpochRecord(
             epoch=epoch,
             steps=steps,
             samples=self._samples(steps),
@@ -214,21 +147,7 @@ class ThroughputMeter:
         self._reset_epoch()
         return record
 
-    @staticmethod
-    def _rate(record: _Epoch) -> float:
-        return record.counted_samples / record.counted_time_s if record.counted_time_s > 0 else math.nan
-
-    @staticmethod
-    def _step_ms(record: _Epoch) -> float:
-        if record.counted_steps == 0 or record.counted_time_s <= 0:
-            return math.nan
-        return 1000.0 * record.counted_time_s / record.counted_steps
-
-    @staticmethod
-    def _disturbed(record: _Epoch) -> bool:
-        return bool(record.cpu and record.cpu["disturbed"])
-
-    def _counted(self) -> tuple[list[_Epoch], bool]:
+    def _counted(self) -> tuple[list[EpochRecord], bool]:
         """The epochs after warm-up (all epochs, flagged True, if all were warm-up)."""
         counted = [e for e in self.epochs if not e.warmup and e.counted_steps > 0]
         if counted:
@@ -242,9 +161,9 @@ class ThroughputMeter:
         Returns:
             One :class:`EpochRate` per counted epoch, in order.
         """
-        return [EpochRate(self._rate(e), self._step_ms(e),
+        return [EpochRate(e.rate, e.step_ms,
                           e.cpu["cpu_per_wall"] if e.cpu else math.nan,
-                          self._disturbed(e)) for e in self._counted()[0]]
+                          e.disturbed) for e in self._counted()[0]]
 
     def summary(self) -> ThroughputSummary:
         """Throughput over the epochs after warm-up (all epochs, flagged, if all were warm-up).
@@ -253,11 +172,11 @@ class ThroughputMeter:
             A :class:`ThroughputSummary` (NaN figures when no epoch ran).
         """
         counted, includes_warmup = self._counted()
-        disturbed = [e for e in counted if self._disturbed(e)]
+        disturbed = [e for e in counted if e.disturbed]
         chosen = counted
         if self.exclude_disturbed:
             chosen = [e for e in counted if e not in disturbed] or counted
-        mean, ci = mean_ci95([self._rate(e) for e in chosen])
+        mean, ci = mean_ci95([e.rate for e in chosen])
         steps = sum(e.counted_steps for e in chosen)
         time_s = math.fsum(e.counted_time_s for e in chosen)
         return ThroughputSummary(
@@ -266,7 +185,7 @@ class ThroughputMeter:
             per_worker_images_per_sec=mean / self.workers,
             step_time_ms_mean=1000.0 * time_s / steps if steps else math.nan,
             epochs_counted=len(chosen),
-            per_epoch=[self._rate(e) for e in counted],
+            per_epoch=[e.rate for e in counted],
             samples_total=sum(e.counted_samples for e in chosen),
             includes_warmup=includes_warmup,
             cpu_per_wall=[e.cpu["cpu_per_wall"] if e.cpu else math.nan for e in counted],
@@ -298,8 +217,8 @@ class ThroughputMeter:
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         """Close the epoch, add ``images_per_sec`` and ``step_time_ms`` to ``logs``, print."""
         record = self._close_epoch(epoch)
-        rate = self._rate(record)
-        step_ms = self._step_ms(record)
+        rate = record.rate
+        step_ms = record.step_ms
         if logs is not None:
             logs["images_per_sec"] = rate
             logs["step_time_ms"] = step_ms

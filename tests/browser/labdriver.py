@@ -23,6 +23,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -133,6 +134,9 @@ class LabServer:
                "JUPYTER_DATA_DIR": str(workdir / "jupyter-data"),  # python3 kernel: sys.prefix
                "IPYTHONDIR": str(workdir / "ipython"), MARKER_VAR: self.mark}
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # as `make lab` exports it
+        # As make exports it too (tools/learner.mk): the venv the lab runs in, beside which the doctor and notebook 07
+        # find .venv-07 (course_lib.environment.frameworks); a learner edition's scratch copy has no venv of its own.
+        env.setdefault("COURSE_VENV", sys.prefix)
         if course_root != ROOT:
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(course_root), env.get("PYTHONPATH", "")]))
         self.env = env

@@ -14,7 +14,7 @@ from typing import Any
 
 from course_lib.lessons.common.checks import right, waiting, wrong
 from course_lib.runner.runlog import parse_line
-from course_lib.training.epochs import epoch_arithmetic
+from course_lib.training.epochs import EpochPlan
 
 __all__ = ["check_horovod_run", "steps_shown"]
 
@@ -50,7 +50,7 @@ def check_horovod_run(run: Any, *, workers: int = 2) -> bool:
     so it holds no answer to copy: every rank reported the same weights digest (the gradients were
     averaged and the start broadcast), and rank 0's epochs ran
     ``ceil(train_subset / (batch_size × workers))`` steps (the data was divided among the workers), as
-    ``course_lib.training.epochs.epoch_arithmetic`` counts them.
+    ``course_lib.training.epochs.EpochPlan`` counts them.
 
     Args:
         run: The ``RunResult`` of ``course_lib.runner.launch.run_horovod``.
@@ -72,8 +72,8 @@ def check_horovod_run(run: Any, *, workers: int = 2) -> bool:
                         "(hvd.DistributedOptimizer) and rank 0's start broadcast before the first step "
                         "(hvd_tf.broadcast_variables, or hvd.callbacks.BroadcastGlobalVariablesCallback(0))?")
     command = [str(arg) for arg in getattr(run, "command", [])]
-    expected = epoch_arithmetic(_flag(command, "--train-subset", 60000), _flag(command, "--batch-size", 128),
-                                workers)["steps_per_epoch"]
+    expected = EpochPlan(_flag(command, "--train-subset", 60000), _flag(command, "--batch-size", 128),
+                         workers).steps_per_epoch
     shown = steps_shown(run)
     if not shown:
         problems.append("rank 0 printed no Keras progress line ('N/N - ...'): keep verbose=2 on rank 0")

@@ -24,69 +24,19 @@ from __future__ import annotations
 
 import html
 import io
-import math
 import sys
 import threading
 from pathlib import Path
 from typing import Any, Sequence
 
 from course_lib.lessons.common import scaling
+from course_lib.lessons.horovod.run_notes import superlinear_notes, warmup_only
 from course_lib.runner import launch
 from course_lib.runner.launch import LaunchError, RunFailedError, RunStoppedError
 from course_lib.training.machine.capacity import plan_workers
 from course_lib.training.files import course_root
-from course_lib.training.stats import ci_verdict
 
-__all__ = ["ControlPanel", "default_script", "warmup_only", "superlinear_notes"]
-
-
-def warmup_only(result: Any) -> bool:
-    """Whether a run measured nothing but warm-up (so its images/s must not enter a scaling table).
-
-    The course's scripts mark each ``epoch`` event with ``warmup`` (tracing and caches filling,
-    left out of the ``result``'s images/s); when every epoch was warm-up, the ``result`` falls
-    back on them (``includes_warmup``). Epoch events without the key count as measured.
-
-    Args:
-        result: The launcher's ``RunResult``.
-
-    Returns:
-        ``True`` when the result says ``includes_warmup`` or every epoch event has ``warmup``.
-    """
-    if (getattr(result, "result", None) or {}).get("includes_warmup") is True:
-        return True
-    epochs = list(getattr(result, "epochs", None) or [])
-    return bool(epochs) and all(e.get("warmup") is True for e in epochs)
-
-
-def superlinear_notes(table: Any) -> list[str]:
-    """One warning per row of a scaling table whose efficiency is above 100 %, with its cause.
-
-    Args:
-        table: A ``course_lib.lessons.common.scaling.scaling_table`` frame (``efficiency_ci95`` is used
-            when present: a row whose interval reaches 100 % is "cannot tell").
-
-    Returns:
-        The warnings (empty when no row is super-linear).
-    """
-    notes = []
-    for row in table.to_dict("records"):
-        eff, n = float(row["efficiency"]), int(row["devices"])
-        if n < 2 or not eff > 1.0:
-            continue
-        ci = float(row.get("efficiency_ci95", float("nan")))
-        # Without an interval the value alone is judged (half-width 0).
-        if ci_verdict(eff, 0.0 if math.isnan(ci) else ci, 1.0) is None:
-            notes.append(f"{n} workers: efficiency {eff:.0%} is above 100 % but within its 95 % "
-                         f"interval (±{ci:.0%}): cannot tell it from linear.")
-            continue
-        notes.append(
-            f"{n} workers: super-linear efficiency {eff:.0%} (more than {n}x one worker). Likely "
-            "cause: the 1-worker baseline ran slow — measured while the machine was busy (other "
-            "runs, other learners), in its warm-up epoch, or with more threads than cores; "
-            "smaller per-worker data fitting a cache can also help. Re-run the 1-worker "
-            "baseline (several times, on a quiet machine) before trusting this figure.")
-    return notes
+__all__ = ["ControlPanel", "default_script"]
 
 
 def default_script() -> Path:
@@ -210,15 +160,10 @@ class ControlPanel:
             raise LaunchError(f"controller={controller!r} must be 'gloo' or 'mpi'")
         if not self.script.is_file():
             raise LaunchError(f"script not found: {self.script}; pass script= to ControlPanel")
-        if workers is not None:
-            self.workers.max = max(self.workers.max, workers)
-            self.workers.value = workers
-        if batch_size is not None:
-            self.batch_size.max = max(self.batch_size.max, batch_size)
-            self.batch_size.value = batch_size
-        if epochs is not None:
-            self.epochs.max = max(self.epochs.max, epochs)
-            self.epochs.value = epochs
+        for slider, value in ((self.workers, workers), (self.batch_size, batch_size), (self.epochs, epochs)):
+            if value is not None:   # a value past the slider's end widens it
+                slider.max = max(slider.max, value)
+                slider.value = value
         if controller is not None:
             self.controller.value = controller
         self._stop_event = threading.Event()
