@@ -100,7 +100,7 @@ class Variant:
 
     name: str
     label: str
-    launcher: str  # "horovod", "python" or "bound" (N one-worker copies at once: course_lib.runner.bound)
+    launcher: str  # "horovod", "python" or "bound" (N one-worker copies at once: course_lib.runner.multiworker.run_bound)
     args: list[str]
     workers: int = 1
     env: dict[str, str] = field(default_factory=dict)
@@ -261,7 +261,7 @@ def run_variant(variant: Variant, data_path: Path, timeout_s: float) -> rounds.M
     try:
         if variant.launcher == "bound":
             from course_lib.lessons.common.paired_runs import timed_rates  # noqa: F401  (the copies' events)
-            from course_lib.runner.bound import run_bound
+            from course_lib.runner.multiworker import run_bound
             from course_lib.training.machine.capacity import plan_workers
 
             result = run_bound(variant.script, args, workers=plan_workers(at_most=variant.workers), env=env,

@@ -11,7 +11,7 @@ How to run (2 simulated CPU devices, or 2 GPUs)::
 The distributed lines are marked ``# Strategy:``. With ``--json`` it prints the same JSON lines
 as source_code/horovod_fmnist.py (docs/architecture.md), with ``strategy`` = ``"mirrored"`` and
 ``workers`` = replicas, so the notebooks can compare both. ``--devices 1`` is its one-worker script:
-N copies of it started together (``course_lib.runner.bound.run_bound``) are the bound of N replicas (notebook 02).
+N copies of it started together (``course_lib.runner.multiworker.run_bound``) are the bound of N replicas (notebook 02).
 """
 
 from __future__ import annotations

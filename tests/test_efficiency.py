@@ -1,4 +1,4 @@
-"""Tests of the bound and the distribution efficiency (course_lib.lessons.common.efficiency, course_lib.runner.bound)."""
+"""Tests of the bound and the distribution efficiency (course_lib.lessons.common.efficiency, course_lib.runner.multiworker.run_bound)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from course_lib.lessons.common import efficiency
 from course_lib.lessons.common.paired_runs import Paired, launch_ratio
-from course_lib.runner import bound
+from course_lib.runner import multiworker as bound
 from course_lib.training.machine.placement import PlacementError, SHARD_ENV, shard_from_env
 
 

@@ -1,6 +1,6 @@
 """Every distribution efficiency the course prints stays within its bound, and the word "ceiling" is gone (issue 52).
 
-A distributed run cannot beat its bound (N one-worker copies that never communicate: course_lib.runner.bound), so an
+A distributed run cannot beat its bound (N one-worker copies that never communicate: course_lib.runner.multiworker.run_bound), so an
 efficiency whose whole 95 % interval lies above 1 in a committed notebook or a results file is a failed bound or a
 wrong yardstick, and this test fails on it. The one-process run that used to be called a "ceiling" is a yardstick that
 runs can beat; the word stays out of the course's pages and code.

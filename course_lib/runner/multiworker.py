@@ -8,6 +8,12 @@
   :mod:`course_lib.runner.procs.supervise`: it tags every line ``[i]<stdout>:`` like Horovod's Gloo
   launcher and ends the others when one fails, so the result is one :class:`RunResult`.
 * :func:`run_mpirun` — the ``mpirun`` line that ``horovodrun --mpi`` would build, run as is.
+* :func:`run_bound` — **the data-parallel bound** (notebook 02): N copies of a one-worker script started together,
+  each on the cores or GPU a rank would get and on its own shard of the training set (``COURSE_SHARD=i/N``,
+  :func:`course_lib.training.machine.placement.shard_from_env`), never communicating. No data-parallel method on N
+  workers can beat N workers that do the same work and skip the communication, so a run over its bound is its
+  distribution efficiency (:mod:`course_lib.lessons.common.efficiency`). It is not "one process using every core":
+  that yardstick can be beaten.
 
 Fault drills (kill a worker mid-epoch, read the group sizes) are in :mod:`course_lib.runner.faults`.
 
@@ -35,10 +41,11 @@ from course_lib.runner.launchers import (
 from course_lib.runner.preflight import LaunchError, check_int, check_ports, check_worker_range
 from course_lib.runner.run import RunResult, run, shared
 from course_lib.training.machine.capacity import WorkerPlan
+from course_lib.training.machine.placement import SHARD_ENV
 
 __all__ = ["DISCOVERY_SCRIPT", "LOCAL_HOSTS", "check_worker_range", "check_ports", "free_ports",
            "tf_config", "Elastic", "build_elastic_command", "build_mpirun_command", "run_elastic",
-           "run_workers", "run_multiworker", "run_mpirun"]
+           "run_workers", "run_multiworker", "run_mpirun", "run_bound"]
 
 
 def free_ports(count: int, host: str = "localhost") -> list[int]:
@@ -169,3 +176,34 @@ def run_mpirun(script: str | os.PathLike[str], script_args: Sequence[str] = (), 
         LaunchError: Bad input or no ``mpirun``, before anything is launched.
     """
     return run(launchers.mpirun(hosts), script, script_args, workers, shared(locals()))
+
+
+def run_bound(script: str | os.PathLike[str], script_args: Sequence[str] = (), *, workers: WorkerPlan | int = 2,
+              timeout: float | None = 600, env: Mapping[str, str] | None = None, show: str = "rank0",
+              output: Any = None, check: bool = True, python: str = sys.executable,
+              cwd: str | os.PathLike[str] | None = None, stop_event: threading.Event | None = None,
+              on_event: Callable[[dict], None] | None = None, grace_s: Sequence[float] = (3.0, 3.0),
+              clock: Callable[[], float] = time.monotonic, wait_for_slots: bool = True) -> RunResult:
+    """Run ``workers`` copies of ``python script args`` at once, each on its own share, none talking.
+
+    Args:
+        script, script_args: A one-worker script (e.g. ``horovod_fmnist.py`` run without ``horovodrun``,
+            ``mirrored_fmnist.py --devices 1``, ``torch_fmnist.py``) and its arguments: the per-worker batch and
+            the training subset of the distributed run it bounds (each copy keeps its shard of that subset, so it
+            runs the same steps per epoch as one rank).
+        workers: The distributed run's ``WorkerPlan`` (or count): the bound holds the same slots and copy ``i``
+            runs where rank ``i`` would.
+        timeout, env, show, output, check, python, cwd, stop_event, on_event, grace_s, clock, wait_for_slots:
+            The launchers' shared options (:class:`course_lib.runner.run.RunOptions`); each copy's lines come
+            back tagged as rank ``i``.
+
+    Returns:
+        One :class:`RunResult`; its ``events`` hold every copy's ``epoch`` events, tagged with the copy's index.
+
+    Raises:
+        LaunchError: Bad input, before anything starts. RunFailedError, RunTimeoutError, RunStoppedError: As in
+        :func:`course_lib.runner.launch.run_horovod`.
+    """
+    count = check_int("workers", workers.workers if isinstance(workers, WorkerPlan) else workers)
+    envs = [{SHARD_ENV: f"{index}/{count}"} for index in range(count)]
+    return run(launchers.workers(envs), script, script_args, workers, shared(locals()))

@@ -272,7 +272,7 @@ def load_arrays(source: str = "tfds", *, train_subset: int | None = None,
     data = FashionMNIST(*(np.asarray(a, dtype=np.uint8) for a in data))
     if train_subset is not None:
         data = data._replace(x_train=data.x_train[:train_subset], y_train=data.y_train[:train_subset])
-    shard = shard_from_env()  # a copy of a bound run trains its shard only (course_lib.runner.bound)
+    shard = shard_from_env()  # a copy of a bound run trains its shard only (course_lib.runner.multiworker.run_bound)
     if shard is not None:
         data = data._replace(x_train=data.x_train[shard[0]::shard[1]], y_train=data.y_train[shard[0]::shard[1]])
     if test_subset is not None:

@@ -75,6 +75,6 @@ def load_idx_arrays(train_subset: int | None = None, test_subset: int | None = N
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= size):
             raise ValueError(f"{name} must be an int in 1..{size} or None, got {value!r}")
     n, m = train_subset or len(x_train), test_subset or len(x_test)
-    shard = shard_from_env()  # a copy of a bound run keeps its shard (course_lib.runner.bound)
+    shard = shard_from_env()  # a copy of a bound run keeps its shard (course_lib.runner.multiworker.run_bound)
     index, count = shard or (0, 1)
     return x_train[:n][index::count], y_train[:n][index::count], x_test[:m], y_test[:m]

@@ -2,7 +2,7 @@
 
 The **bound** of a data-parallel run on N workers is N copies of its one-worker script, started together, each
 on the cores or GPU a rank would get, each training its own shard at the same per-worker batch, never
-communicating (:func:`course_lib.runner.bound.run_bound`). No way of distributing the work can beat it, so
+communicating (:func:`course_lib.runner.multiworker.run_bound`). No way of distributing the work can beat it, so
 
     distribution efficiency = the run's images/s / its bound's images/s  (≤ 1 but for noise).
 

@@ -79,7 +79,7 @@ def timed_rates(run: Any, label: str | None = None) -> list[float]:
     """Images/s of every timed epoch of a launched run (its warm-up epochs left out), in order.
 
     A run whose epochs several processes report (the copies of a bound run,
-    :func:`course_lib.runner.bound.run_bound`) has, per epoch, the sum of their images/s: they trained at the
+    :func:`course_lib.runner.multiworker.run_bound`) has, per epoch, the sum of their images/s: they trained at the
     same time, each its own shard. A Horovod or DDP run's epochs are reported by rank 0 alone, already for all
     workers.
 

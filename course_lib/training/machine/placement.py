@@ -41,7 +41,7 @@ PLACEMENT_ENV = "COURSE_PLACEMENT"
 GRANT_ENV = "COURSE_GRANT"
 #: Which share a process of ``run_workers`` takes (Horovod ranks use their rank variables instead).
 WORKER_INDEX_ENV = "COURSE_WORKER_INDEX"
-#: The training-set shard of one copy of a bound run (:func:`course_lib.runner.bound.run_bound`): ``"i/N"``.
+#: The training-set shard of one copy of a bound run (:func:`course_lib.runner.multiworker.run_bound`): ``"i/N"``.
 SHARD_ENV = "COURSE_SHARD"
 # PMIX_RANK / SLURM_PROCID: a task that `srun --mpi=pmix` started (cluster/slurm_horovod.sbatch) is a launched rank.
 _RANK_VARS = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID", "LOCAL_RANK")
@@ -159,7 +159,7 @@ def shard_from_env(env: Mapping[str, str] | None = None) -> tuple[int, int] | No
     index, _, count = text.partition("/")
     if not (index.isdigit() and count.isdigit() and int(index) < int(count)):
         raise PlacementError(f"{SHARD_ENV}={text!r}: expected index/count with 0 <= index < count, e.g. 1/2 "
-                             "(course_lib.runner.bound sets it; unset it to train on every example)")
+                             "(course_lib.runner.multiworker.run_bound sets it; unset it to train on every example)")
     return int(index), int(count)
 
 
