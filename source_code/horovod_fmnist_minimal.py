@@ -91,8 +91,8 @@ def main():
         keras.layers.Dropout(0.5),
         keras.layers.Dense(10),
     ])
-    # Horovod (3/5): scale the LR with the workers; for Adam by the square root (notebook 04 measures why;
-    # Horovod's own examples scale linearly, which suits SGD).
+    # Horovod (3/5): scale the LR with the workers; for Adam by the square root, the course's starting rule
+    # (Horovod's own examples scale linearly; notebook 04 runs Adam both ways and lets validation decide).
     optimizer = keras.optimizers.Adam(args.lr * math.sqrt(hvd.size()))
     optimizer = hvd.DistributedOptimizer(optimizer)  # Horovod (4/5): average gradients
     model.compile(optimizer=optimizer, metrics=["accuracy"],
