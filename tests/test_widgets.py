@@ -173,3 +173,14 @@ def test_super_linear_efficiency_is_flagged_with_its_likely_cause(monkeypatch, p
     assert superlinear_notes(table) == []  # 95 %: below linear, nothing to flag
     noisy = table.assign(efficiency=[1.0, 1.05], efficiency_ci95=[0.0, 0.1])
     assert "cannot tell" in superlinear_notes(noisy)[0]
+
+
+def test_the_panel_says_what_it_holds_where_no_widget_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A static page of notebook 03 (no widget state: the course site, a repository viewer) shows the bundle's
+    text/html: the panel's controls in words, not 'VBox(children=...)'."""
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda obj, raw=False: shown.append((obj, raw)))
+    ControlPanel().display()
+    (bundle, raw), = shown
+    assert raw and "application/vnd.jupyter.widget-view+json" in bundle
+    assert "<b>Run</b>" in bundle["text/html"] and "only live" in bundle["text/html"]

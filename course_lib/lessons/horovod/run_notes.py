@@ -14,7 +14,14 @@ from typing import Any
 
 from course_lib.training.stats import ci_verdict
 
-__all__ = ["warmup_only", "superlinear_notes"]
+__all__ = ["PANEL_WITHOUT_WIDGETS", "warmup_only", "superlinear_notes"]
+
+#: What the panel's output shows where its widgets cannot run (a notebook read as a static page, the course site):
+#: the controls it holds, and that it works only live.
+PANEL_WITHOUT_WIDGETS = (
+    "<p><b>Control panel</b> (it runs only live, in JupyterLab; here you see its description): sliders for the "
+    "workers, the batch per worker and the epochs, a controller choice (Gloo or MPI), <b>Run</b> and <b>Stop</b>, "
+    "the live log, and after each run the scaling table and its plot.</p>")
 
 
 def warmup_only(result: Any) -> bool:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from course_lib.lessons.common import scaling
-from course_lib.lessons.horovod.run_notes import superlinear_notes, warmup_only
+from course_lib.lessons.horovod.run_notes import PANEL_WITHOUT_WIDGETS, superlinear_notes, warmup_only
 from course_lib.runner import launch
 from course_lib.runner.launch import LaunchError, RunFailedError, RunStoppedError
 from course_lib.training.machine.capacity import plan_workers
@@ -118,10 +118,10 @@ class ControlPanel:
 
     # -- public API ---------------------------------------------------------------------------
     def display(self) -> None:
-        """Show the panel in the notebook."""
+        """Show the panel; a static page of the notebook (no widgets there) shows what it holds instead."""
         from IPython.display import display
 
-        display(self.widget)
+        display({**self.widget._repr_mimebundle_(), "text/html": PANEL_WITHOUT_WIDGETS}, raw=True)
 
     def _ipython_display_(self) -> None:
         self.display()
