@@ -90,11 +90,11 @@ def test_a_real_bound_launch_runs_two_copies_each_on_its_core_and_its_shard() ->
     from pathlib import Path
 
     from course_lib.lessons.common.paired_runs import timed_rates
-    from course_lib.training import devices
+    from course_lib.training.machine.capacity import plan_workers
 
     script = Path(__file__).resolve().parents[1] / "source_code" / "horovod_fmnist.py"
     args = ["--batch-size", "32", "--epochs", "2", "--json", "--train-subset", "256", "--test-subset", "64"]
-    result = bound.run_bound(script, args, workers=devices.plan_workers(at_most=2).with_workers(2), timeout=300,
+    result = bound.run_bound(script, args, workers=plan_workers(at_most=2).with_workers(2), timeout=300,
                              show="none", output=[].append, python=sys.executable)
     configs = {rank: e for rank, e in result.events if e["event"] == "config"}
     assert sorted(configs) == [0, 1] and all(c["workers"] == 1 for c in configs.values())
