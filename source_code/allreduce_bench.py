@@ -13,7 +13,18 @@ How to run (2 workers on this machine, Gloo or MPI)::
 
 With ``--json``, rank 0 prints one ``{"event": "allreduce", ...}`` line per size (keys: bytes,
 elements, wire_bytes, repeats, median_s, q1_s, q3_s, algbw_gbps, busbw_gbps, controller,
-workers, compression); bandwidths are in GB/s (10^9 bytes per second). Horovod's own settings
+workers, compression, and per round: round_medians_s, round_minflt (minor page faults per call, the
+larger rank's), round_runqueue_s (seconds per call that the larger rank's threads waited for a core, from
+``/proc/self/task/*/schedstat``)); bandwidths are in GB/s (10^9 bytes per second).
+
+``--bound`` (2 workers) also measures, in every round after the sizes, the reachable bound of a 2-rank
+all-reduce at the largest size S on the controller's own transport (a TCP loopback connection for Gloo,
+``mpi4py`` over Open MPI's shared memory for MPI): one exchange of S/2 bytes each way at once, the add of S/2,
+copies of S into warm and into freshly allocated memory, and the same all-reduce without Horovod (a NumPy ring
+over TCP, or ``MPI_Allreduce``); its order reversed every other round. Rank 0 prints one ``{"event": "bound",
+...}`` line with one value per round of each (``course_lib.lessons.communication.bound`` reads it):
+
+    horovodrun -np 2 --mpi python source_code/allreduce_bench.py --rounds 5 --bound --json Horovod's own settings
 (HOROVOD_CYCLE_TIME, HOROVOD_FUSION_THRESHOLD) are read from the environment as usual and
 reported in the ``config`` line. ``course_lib.lessons.communication.allreduce_model`` fits the alpha-beta
 model to these lines (notebooks/05_communication.ipynb).
@@ -147,7 +158,7 @@ def time_sizes(hvd, tf, np, sizes: list[int], repeats: int, warmup: int, compres
     ``(minor page faults, seconds the threads waited for a core)`` per call, the larger rank's of each."""
     import resource
 
-    from course_lib.lessons.communication.loopback import runqueue_wait_s
+    from course_lib.training.loopback import runqueue_wait_s
 
     sync = tf.zeros([1], tf.float32)
     found, costs = {}, {}
@@ -217,7 +228,7 @@ class TcpPeer:
     transport = "tcp"
 
     def __init__(self, hvd, np, size: int) -> None:
-        from course_lib.lessons.communication.loopback import connect_pair
+        from course_lib.training.loopback import connect_pair
 
         self.rank, self.np = hvd.rank(), np
         self.sock = connect_pair(self.rank, lambda port: hvd.broadcast_object(port, root_rank=0, name="bound_port"))
@@ -225,12 +236,12 @@ class TcpPeer:
         self.token = np.zeros(1, np.uint8)
 
     def exchange(self, outgoing, incoming) -> None:
-        from course_lib.lessons.communication.loopback import exchange
+        from course_lib.training.loopback import exchange
 
         exchange(self.sock, outgoing, incoming)
 
     def allreduce(self, data) -> None:
-        from course_lib.lessons.communication.loopback import ring_allreduce
+        from course_lib.training.loopback import ring_allreduce
 
         ring_allreduce(self.sock, self.rank, data, self.scratch)
 

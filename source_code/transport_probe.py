@@ -6,7 +6,7 @@ Two ranks (``mpi4py``, started by ``horovodrun --mpi`` or ``mpirun``) measure, i
   one TCP loopback connection (what Horovod's Gloo controller uses), ``--pings`` echoes per round;
 * the bandwidth of one large message (64 MiB) over each: rank 0 sends, rank 1 receives and answers one byte;
 * an all-reduce without Horovod on each transport: ``comm.Allreduce`` of Open MPI, and a two-rank ring over
-  the TCP connection in NumPy (``course_lib.lessons.communication.loopback.ring_allreduce``: exchange halves,
+  the TCP connection in NumPy (``course_lib.training.loopback.ring_allreduce``: exchange halves,
   add the peer's half, exchange the sums straight into place);
 * what a rank's memory does to S bytes (each all-reduce size of 1 MiB or more) while the other rank does the
   same: a copy (``np.copyto``), the reduction's arithmetic (``np.add``), and filling a freshly allocated
@@ -31,8 +31,8 @@ import time
 
 import numpy as np
 
-from course_lib.lessons.communication.loopback import connect_pair, recv_exactly
-from course_lib.lessons.communication.loopback import ring_allreduce as tcp_allreduce
+from course_lib.training.loopback import connect_pair, recv_exactly
+from course_lib.training.loopback import ring_allreduce as tcp_allreduce
 from course_lib.training.events import emit
 from course_lib.training.flags import HelpFormatter, positive_int
 

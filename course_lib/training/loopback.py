@@ -8,7 +8,7 @@ exchanges of S/2 bytes each way at once (reduce-scatter, then all-gather) and on
 
 Nothing here imports TensorFlow or MPI; the MPI side of an exchange is ``comm.Sendrecv`` (the scripts call it).
 
-Introduced in notebooks/05_communication.ipynb.
+Introduced in notebooks/05_communication.ipynb (its scripts, transport_probe.py and allreduce_bench.py, import it).
 """
 
 from __future__ import annotations
