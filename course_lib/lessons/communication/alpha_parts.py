@@ -272,12 +272,12 @@ class AlphaGrowth:
                 f"processes and {self.three.seconds * 1e3:.2f} ± {self.three.half_width_s * 1e3:.2f} ms at 3, "
                 f"{g.seconds * 1e3:+.2f} ± {g.half_width_s * 1e3:.2f} ms; a 3-rank ring's 2 extra hops cost "
                 f"≈ {self.hops_s * 1e3:.3f} ms on this transport, so the growth is {said}")
-        w = self.waited_growth
-        if w is None:
+        w, before, after = self.waited_growth, self.waited_two, self.waited_three
+        if w is None or before is None or after is None:
             return line + "; waiting for a core was not measured"
         cores = f" ({self.cores} cores)" if self.cores else ""
-        return (line + f"; run-queue delay per call{cores} {self.waited_two.seconds * 1e3:.2f} → "  # type: ignore[union-attr]
-                f"{self.waited_three.seconds * 1e3:.2f} ms, {w.seconds * 1e3:+.2f} ± {w.half_width_s * 1e3:.2f} ms: "
+        return (line + f"; run-queue delay per call{cores} {before.seconds * 1e3:.2f} → "
+                f"{after.seconds * 1e3:.2f} ms, {w.seconds * 1e3:+.2f} ± {w.half_width_s * 1e3:.2f} ms: "
                 + in_words(self.waiting_grew(), "waiting for a core grew", "waiting for a core did not grow",
                            "whether waiting for a core grew: cannot tell"))
 
