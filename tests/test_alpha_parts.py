@@ -44,6 +44,7 @@ def test_parts_are_the_differences_of_one_change_each_and_add_up_to_alpha():
     assert table["ci95_ms"].iat[-1] == pytest.approx(parts.alpha.half_width_s * 1e3)   # α's own interval, one
     assert table["share"].iloc[:-1].sum() == pytest.approx(1.0)
     assert any(name.startswith("residual") for name in parts.parts())                 # named for what it is
+    assert max(len(name) for name in table["part"]) <= 50                             # pandas shows them whole
 
 
 def _with(**rounds):
@@ -79,10 +80,10 @@ def test_largest_part_is_decided_against_the_intervals():
 
 def test_majority_flips_with_the_share():
     parts = _parts()
-    assert alpha_parts.majority(parts, "cycle wait (course cycle vs short, inside tf.function)") is True
-    assert alpha_parts.majority(parts, "transport (the same all-reduce without Horovod)") is False
+    assert alpha_parts.majority(parts, "cycle wait (course cycle − short, tf.function)") is True
+    assert alpha_parts.majority(parts, "transport (all-reduce without Horovod)") is False
     wide = alpha_parts.AlphaParts(**{**parts.__dict__, "cycle_wait": Figure(4.5e-3, 3e-3, 3)})
-    assert alpha_parts.majority(wide, "cycle wait (course cycle vs short, inside tf.function)") is None
+    assert alpha_parts.majority(wide, "cycle wait (course cycle − short, tf.function)") is None
 
 
 def test_missing_configuration_and_unpaired_rounds_are_named():

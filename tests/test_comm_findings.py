@@ -11,8 +11,9 @@ from course_lib.lessons.communication.comm_findings import Findings, summary_lin
 
 BASE = Findings(latency_ratio=300.0, latency_far_above=True, largest_part="cycle wait", largest_share=0.57,
                 largest_decided=True, cycle_majority=True, additive=True,
-                bound_share={"gloo": (0.58, True), "mpi": (0.92, False)}, memory_slower=True,
-                without_horovod_slower=True, horovod_bandwidth_rises=True, skew_explains=True, mpi_faster_small=True,
+                bound_share={"gloo": (0.58, True), "mpi": (0.92, False)},
+                per_byte={"copy": True, "add": True, "first_touch": True, "without_horovod": True},
+                horovod_bandwidth_rises=True, skew_explains=True, mpi_faster_small=True,
                 mpi_faster_large=True)
 
 # field -> the other values it can take; every one must change the summary
@@ -22,8 +23,8 @@ FLIPS = {
     "largest_decided": [None],
     "additive": [False, None],
     "bound_share": [{"gloo": (0.58, False), "mpi": (0.92, False)}, {"gloo": (0.58, None), "mpi": (0.92, False)}],
-    "memory_slower": [False, None],
-    "without_horovod_slower": [False, None],
+    "per_byte": [{"copy": True, "add": None, "first_touch": True, "without_horovod": True},
+                 {"copy": True, "add": True, "first_touch": False, "without_horovod": True}],
     "horovod_bandwidth_rises": [False, None],
     "skew_explains": [False, None],
     "mpi_faster_small": [False, None],
@@ -45,6 +46,7 @@ def test_the_sentences_say_what_their_verdicts_decided():
     assert "The largest part of α is cycle wait" in text and "most of α is the cycle wait" in text
     assert "gloo: Horovod's 64 MiB all-reduce reaches ≈0.58 of the bound; the all-reduce without Horovod reaches more" in text
     assert "mpi: Horovod's 64 MiB all-reduce reaches ≈0.92 of the bound; as much as" in text
+    assert "more per byte: copy yes, add yes, first touch yes, without horovod yes;" in text
     assert "α is spread over 4x the bytes" in text and "cannot tell here" in text and "section 10s" in text
     undecided = "\n".join(summary_lines(dataclasses.replace(BASE, largest_decided=None)))
     assert "The largest part" not in undecided and "Which part of α is largest: cannot tell" in undecided

@@ -111,12 +111,12 @@ class AlphaParts:
 
     def parts(self) -> dict[str, Figure]:
         """The six parts, in the order a call meets them; their values add up to alpha by construction."""
-        return {"framework dispatch (eager vs tf.function, short cycle)": self.dispatch,
-                "cycle wait (course cycle vs short, inside tf.function)": self.cycle_wait,
-                "cycle × dispatch (how the cycle's effect changes when eager)": self.interaction,
-                "Horovod on one rank (queue, its thread, hand-back)": self.one_rank,
+        return {"framework dispatch (eager − tf.function)": self.dispatch,
+                "cycle wait (course cycle − short, tf.function)": self.cycle_wait,
+                "cycle × dispatch (interaction)": self.interaction,
+                "Horovod on one rank (queue, thread, hand-back)": self.one_rank,
                 "residual: 2 ranks − 1 rank − transport": self.residual,
-                "transport (the same all-reduce without Horovod)": self.transport}
+                "transport (all-reduce without Horovod)": self.transport}
 
 
 def alpha_parts(two_ranks: Iterable[Mapping[str, Any]], one_rank: Iterable[Mapping[str, Any]], *, transport: Figure,

@@ -34,8 +34,8 @@ class Findings:
         additive: The one-factor parts add up: the cycle x dispatch interaction within 10 % of alpha.
         bound_share: ``{controller: (Horovod's 64 MiB all-reduce as a share of the reachable bound, Horovod's share
             below the all-reduce without Horovod's: verdict)}``.
-        memory_slower: Copies and adds cost more per byte at the large size than at the smaller one.
-        without_horovod_slower: The all-reduce without Horovod also costs more per byte at the large size.
+        per_byte: ``{stage: verdict}``: each stage of the path (copy, add, first touch, the all-reduce without
+            Horovod) costs more per byte at the large size than at the smaller one.
         horovod_bandwidth_rises: Horovod's bus bandwidth is higher at the large size (its per-byte time lower).
         skew_explains: In the steps after the first, the timeline's negotiations last longer than one cycle:
             one rank waits for the other (a straggler).
@@ -51,8 +51,7 @@ class Findings:
     additive: bool | None
     largest_decided: bool | None = None
     bound_share: Mapping[str, tuple[float, bool | None]] = field(default_factory=dict)
-    memory_slower: bool | None = None
-    without_horovod_slower: bool | None = None
+    per_byte: Mapping[str, bool | None] = field(default_factory=dict)
     horovod_bandwidth_rises: bool | None = None
     skew_explains: bool | None = None
     mpi_faster_small: bool | None = None
@@ -92,9 +91,9 @@ def summary_lines(f: Findings) -> list[str]:
     else:
         lines.append("MPI faster than Gloo: at 4 KiB " + in_words(f.mpi_faster_small, "yes", "no") + ", at 64 MiB "
                      + in_words(f.mpi_faster_large, "yes", "no") + ": no controller is faster at both ends here.")
-    lines.append("From 16 to 64 MiB, more per byte: memory (copy and add) "
-                 + in_words(f.memory_slower, "yes", "no") + ", the all-reduce without Horovod "
-                 + in_words(f.without_horovod_slower, "yes", "no") + "; Horovod's bus bandwidth at 64 MiB "
+    lines.append("From 16 to 64 MiB, more per byte: "
+                 + ", ".join(f"{stage.replace('_', ' ')} {in_words(v, 'yes', 'no')}" for stage, v in f.per_byte.items())
+                 + "; Horovod's bus bandwidth at 64 MiB "
                  + in_words(f.horovod_bandwidth_rises, "is higher: α is spread over 4x the bytes.",
                             "is lower.", "is not told apart from 16 MiB's."))
     lines.append(f"What the all-reduce adds to a training step: cannot tell here (4 steps per epoch per rank); "
