@@ -46,7 +46,7 @@ def test_the_sentences_say_what_their_verdicts_decided():
     assert "The largest part of α is cycle wait" in text and "most of α is the cycle wait" in text
     assert "gloo: Horovod's 64 MiB all-reduce reaches ≈0.58 of the bound; the all-reduce without Horovod reaches more" in text
     assert "mpi: Horovod's 64 MiB all-reduce reaches ≈0.92 of the bound; as much as" in text
-    assert "more per byte: copy yes, add yes, first touch yes, without horovod yes;" in text
+    assert "more per byte: copy yes, add yes, first touch yes, the all-reduce without Horovod yes;" in text
     assert "α is spread over 4x the bytes" in text and "cannot tell here" in text and "section 10s" in text
     undecided = "\n".join(summary_lines(dataclasses.replace(BASE, largest_decided=None)))
     assert "The largest part" not in undecided and "Which part of α is largest: cannot tell" in undecided

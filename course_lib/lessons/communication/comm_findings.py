@@ -14,8 +14,11 @@ from typing import Mapping
 
 from course_lib.lessons.common.measured import in_words
 
-__all__ = ["STEP_SECTION", "Findings", "summary_lines"]
+__all__ = ["STAGES", "STEP_SECTION", "Findings", "summary_lines"]
 
+
+#: How the summary names the stages of the per-byte table.
+STAGES = {"first_touch": "first touch", "without_horovod": "the all-reduce without Horovod"}
 
 #: Where a notebook's budget cannot resolve what a training step's all-reduce costs: the ``make bench`` section.
 STEP_SECTION = "10s"
@@ -92,7 +95,7 @@ def summary_lines(f: Findings) -> list[str]:
         lines.append("MPI faster than Gloo: at 4 KiB " + in_words(f.mpi_faster_small, "yes", "no") + ", at 64 MiB "
                      + in_words(f.mpi_faster_large, "yes", "no") + ": no controller is faster at both ends here.")
     lines.append("From 16 to 64 MiB, more per byte: "
-                 + ", ".join(f"{stage.replace('_', ' ')} {in_words(v, 'yes', 'no')}" for stage, v in f.per_byte.items())
+                 + ", ".join(f"{STAGES.get(stage, stage)} {in_words(v, 'yes', 'no')}" for stage, v in f.per_byte.items())
                  + "; Horovod's bus bandwidth at 64 MiB "
                  + in_words(f.horovod_bandwidth_rises, "is higher: α is spread over 4x the bytes.",
                             "is lower.", "is not told apart from 16 MiB's."))
