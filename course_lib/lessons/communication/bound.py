@@ -7,7 +7,9 @@ is the least time any implementation can take here, and S over it the most bus b
 ``source_code/allreduce_bench.py --bound`` measures the parts on the controller's own transport (TCP loopback
 for Gloo, Open MPI's shared memory for MPI) in every round of the sweep, beside the same all-reduce without
 Horovod and Horovod's own call, so that every ratio here divides two figures of the same round; the interval
-of a ratio is over the rounds (Student's t), its unit the round.
+of a ratio is over the rounds (Student's t), its unit the round. A ratio prints as the course prints a distribution
+efficiency (``course_lib.lessons.common.efficiency``), as "all-reduce efficiency ≈0.58 ± 0.04 of the bound (95 %,
+5 rounds)": bound time over the call's time, 1 at the bound, above 1 only if the bound failed.
 
 Where Horovod's remainder (its time minus the bound) goes, round by round:
 
@@ -132,13 +134,19 @@ class BoundRounds:
             f"measured: {self.controller}: the bound at {mib:.0f} MiB over {self.transport}: 2 exchanges of "
             f"{mib / 2:.0f} MiB each way {2e3 * Figure.of(self.exchange).seconds:.1f} ms + the add of {mib / 2:.0f} MiB "
             f"{1e3 * Figure.of(self.add).seconds:.1f} ms = {bound.seconds * 1e3:.1f} ± {bound.half_width_s * 1e3:.1f} ms",
-            f"measured: {self.controller}: without Horovod {bare.seconds:.2f} ± {bare.half_width_s:.2f} of the bound "
-            f"(beats it: {in_words(self.bound_beaten(), 'True', 'False')}); Horovod {hvd.seconds:.2f} ± "
-            f"{hvd.half_width_s:.2f} of the bound",
+            f"measured: {self.controller}: without Horovod, all-reduce efficiency {_share(bare)}: "
+            + in_words(self.bound_beaten(), "above the bound: the bound failed", "below the bound",
+                       "at the bound (its interval holds 1)")
+            + f"; Horovod, all-reduce efficiency {_share(hvd)}",
             f"measured: {self.controller}: Horovod's remainder {rest.total.seconds * 1e3:.1f} ± "
             f"{rest.total.half_width_s * 1e3:.1f} ms = {parts}; page faults per call {faults.seconds:.0f} "
             f"({faults.seconds / (self.nbytes / PAGE_BYTES):.2f} of the output's pages)",
         ]
+
+
+def _share(f: Figure) -> str:
+    """A share of the bound in the course's one format: ``≈0.58 ± 0.04 of the bound (95 %, 5 rounds)``."""
+    return f"≈{f.seconds:.2f} ± {f.half_width_s:.2f} of the bound (95 %, {f.rounds} rounds)"
 
 
 def bound_rounds(events: Iterable[Mapping[str, Any]], *, small: int = 4096) -> BoundRounds:
