@@ -122,7 +122,7 @@ def test_alpha_at_3_processes_is_judged_against_the_ring_s_extra_hops():
     flat = _growth([[6.0e-3, 6.2e-3, 5.9e-3]] * 2, cores=4, waited=([0.1e-3, 0.2e-3, 0.1e-3], [0.1e-3, 0.2e-3, 0.1e-3]))
     assert flat.waiting_grew() is None and "cannot tell" in flat.sentence()
     same = _growth([[3.6e-3, 3.7e-3, 3.6e-3], [3.5e-3, 3.7e-3, 3.6e-3]])      # no growth: cannot tell from 30 µs
-    assert same.beyond_hops() is None and "cannot tell it from the wire's extra hops" in same.sentence()
+    assert same.beyond_hops() is None and "the growth is not told apart from the wire's extra hops (cannot tell)" in same.sentence()
     less = _growth([[3.60e-3, 3.60e-3, 3.60e-3], [3.60e-3, 3.60e-3, 3.60e-3]], hop_s=2e-3)   # hops of 4 ms: less
     assert less.beyond_hops() is False and "less than" in less.sentence()
     assert far.sentence().startswith("measured: α is 3.60 ± ") and "≈ 0.030 ms on this transport" in far.sentence()

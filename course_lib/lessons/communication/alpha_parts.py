@@ -267,7 +267,7 @@ class AlphaGrowth:
         """The ``measured:`` line that states both alphas and what their difference says, as its verdict decided."""
         g = self.growth
         said = in_words(self.beyond_hops(), "more than the wire adds", "less than even the wire's extra hops",
-                        "cannot tell it from the wire's extra hops")
+                        "not told apart from the wire's extra hops (cannot tell)")
         line = (f"measured: α is {self.two.seconds * 1e3:.2f} ± {self.two.half_width_s * 1e3:.2f} ms at 2 "
                 f"processes and {self.three.seconds * 1e3:.2f} ± {self.three.half_width_s * 1e3:.2f} ms at 3, "
                 f"{g.seconds * 1e3:+.2f} ± {g.half_width_s * 1e3:.2f} ms; a 3-rank ring's 2 extra hops cost "
