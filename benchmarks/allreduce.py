@@ -6,7 +6,10 @@ every setting alike): the transport probe (``source_code/transport_probe.py``: t
 is the median over the rounds, with the min–max of the rounds; each ratio row divides two figures of the same
 round (Horovod's 4 KiB time by the transport's round trip; Horovod's 64 MiB bus bandwidth by one TCP stream's
 bandwidth, with the issue-46 goal of 80 %, and by the all-reduce without Horovod on the same transport, which
-says whether the path or Horovod holds it below the goal).
+says whether the path or Horovod holds it below the goal). Issue 52: one stream is not a limit a 2-rank
+all-reduce can reach on loopback; each Horovod launch also measures the reachable bound (``--bound``: two
+exchanges of S/2 each way at once and the add of S/2 on the controller's own transport) and the rows put
+Horovod's and the bare all-reduce's 64 MiB time against it, as "x of the bound".
 
 Plain Python except the launches (``run_section``); the rows are tested on synthetic rounds
 (tests/test_benchmarks_allreduce.py).
@@ -82,12 +85,16 @@ def run_section(chosen: Sequence[Setting], *, rounds: int, repeats: int, probe_r
                              for _, e in result.events if e.get("event") == "transport"}
                 else:
                     s = by_name[name]
-                    result = launch.run_horovod(BENCH, ["--json", "--repeats", str(repeats)], workers=2,
+                    result = launch.run_horovod(BENCH, ["--json", "--repeats", str(repeats), "--bound"], workers=2,
                                                 horovodrun=launch.Horovodrun(controller=s.controller),
                                                 env={"TF_CPP_MIN_LOG_LEVEL": "2", **s.env}, show="none",
                                                 timeout=timeout_s, cwd=REPO)
                     found = {str(int(e["bytes"])): float(e["median_s"]) for _, e in result.events
                              if e.get("event") == "allreduce"}
+                    for _, e in result.events:       # the reachable bound, measured in the same launch
+                        if e.get("event") == "bound":
+                            found["bound"] = 2 * _mean(e["exchange_s"]) + _mean(e["add_s"])
+                            found["bare"] = _mean(e["bare_s"])
             except launch.RunFailedError as exc:
                 printer(f"!! {name} failed: {exc}")
                 found = {}
@@ -95,6 +102,10 @@ def run_section(chosen: Sequence[Setting], *, rounds: int, repeats: int, probe_r
             for key in set(table) | set(found):
                 table.setdefault(key, [math.nan] * r).append(found.get(key, math.nan))
     return samples
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else math.nan
 
 
 def _rates(seconds: Sequence[float], nbytes: int) -> list[float]:
@@ -152,6 +163,14 @@ def rows(samples: Mapping[str, Mapping[str, Sequence[float]]], chosen: Sequence[
         if bare:
             out.append(ratio_row("10", f"64 MiB busbw / all-reduce without Horovod on {transport}, {s.label}",
                                  busbw, bare, note="Horovod's own share of the gap"))
+        bound = list(sweep.get("bound", []))
+        if bound:
+            out.append(ratio_row("10", f"64 MiB: the reachable bound / Horovod's time, {s.label}", bound, large,
+                                 percent=False, note="of the bound: two exchanges of 32 MiB each way + the add of "
+                                 "32 MiB, on the controller's own transport, same launch (notebook 05)"))
+            out.append(ratio_row("10", f"64 MiB: the reachable bound / without Horovod's time, {s.label}", bound,
+                                 list(sweep.get("bare", [])), percent=False,
+                                 note="above 1 would mean the bound is not one"))
         out += _fit_rows(s, sweep)
     return out
 
@@ -160,7 +179,7 @@ def _fit_rows(s: Setting, sweep: Mapping[str, Sequence[float]]) -> list[Row]:
     """alpha and beta of the medians over the rounds (relative-error fit, notebook 05)."""
     from course_lib.lessons.communication import allreduce_model
 
-    sizes = sorted(int(k) for k in sweep)
+    sizes = sorted(int(k) for k in sweep if k.isdigit())
     times = [median(list(sweep[str(n)])) for n in sizes]
     pairs = [(n, t) for n, t in zip(sizes, times) if math.isfinite(t)]
     try:

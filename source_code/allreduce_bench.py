@@ -13,7 +13,18 @@ How to run (2 workers on this machine, Gloo or MPI)::
 
 With ``--json``, rank 0 prints one ``{"event": "allreduce", ...}`` line per size (keys: bytes,
 elements, wire_bytes, repeats, median_s, q1_s, q3_s, algbw_gbps, busbw_gbps, controller,
-workers, compression); bandwidths are in GB/s (10^9 bytes per second). Horovod's own settings
+workers, compression, and per round: round_medians_s, round_minflt (minor page faults per call, the
+larger rank's), round_runqueue_s (seconds per call that the larger rank's threads waited for a core, from
+``/proc/self/task/*/schedstat``)); bandwidths are in GB/s (10^9 bytes per second).
+
+``--bound`` (2 workers) also measures, in every round after the sizes, the reachable bound of a 2-rank
+all-reduce at the largest size S on the controller's own transport (a TCP loopback connection for Gloo,
+``mpi4py`` over Open MPI's shared memory for MPI): one exchange of S/2 bytes each way at once, the add of S/2,
+copies of S into warm and into freshly allocated memory, and the same all-reduce without Horovod (a NumPy ring
+over TCP, or ``MPI_Allreduce``); its order reversed every other round. Rank 0 prints one ``{"event": "bound",
+...}`` line with one value per round of each (``course_lib.lessons.communication.bound`` reads it):
+
+    horovodrun -np 2 --mpi python source_code/allreduce_bench.py --rounds 5 --bound --json Horovod's own settings
 (HOROVOD_CYCLE_TIME, HOROVOD_FUSION_THRESHOLD) are read from the environment as usual and
 reported in the ``config`` line. ``course_lib.lessons.communication.allreduce_model`` fits the alpha-beta
 model to these lines (notebooks/05_communication.ipynb).
@@ -114,8 +125,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=positive_int, default=1,
                         help="rounds over the sizes (and the --cycle-times), --repeats timed calls per size each; "
                         "the calls of every round are pooled")
+    parser.add_argument("--bound", action="store_true",
+                        help="also measure, in every round, the reachable bound of a 2-rank all-reduce at the largest "
+                        "size (two exchanges of S/2 bytes each way at once, the add of S/2, copies of S) and the "
+                        "same all-reduce without Horovod, on the controller's own transport (2 workers only)")
     parser.add_argument("--json", action="store_true",
-                        help="print JSON lines (config, one allreduce per size, done)")
+                        help="print JSON lines (config, one allreduce per size, bound, done)")
     args = parser.parse_args(argv)
     if args.factor < 2:
         parser.error(f"--factor {args.factor} must be at least 2, e.g. --factor 4")
@@ -123,6 +138,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--min-bytes ({args.min_bytes}) must not exceed --max-bytes "
                      f"({args.max_bytes}); swap them or lower --min-bytes")
     args.sizes = message_sizes(args.min_bytes, args.max_bytes, args.factor)
+    if args.bound and (args.cycle_times and len(args.cycle_times) > 1 or args.max_bytes % 8):
+        parser.error("--bound measures one start of Horovod at a --max-bytes that halves into whole float32 "
+                     "elements: give at most one --cycle-times value and a --max-bytes that is a multiple of 8")
     return args
 
 
@@ -138,10 +156,15 @@ def controller_name() -> str:
 
 
 def time_sizes(hvd, tf, np, sizes: list[int], repeats: int, warmup: int, compression, tag: str,
-               dispatch: str = "eager") -> dict[int, list]:
-    """Per size: the slowest worker's time of each of ``repeats`` timed all-reduce calls (seconds)."""
+               dispatch: str = "eager") -> tuple[dict[int, list], dict[int, tuple[float, float]]]:
+    """Per size: the slowest worker's time of each of ``repeats`` timed all-reduce calls (seconds), and per size
+    ``(minor page faults, seconds the threads waited for a core)`` per call, the larger rank's of each."""
+    import resource
+
+    from course_lib.training.loopback import runqueue_wait_s
+
     sync = tf.zeros([1], tf.float32)
-    found = {}
+    found, costs = {}, {}
     for size in sizes:
         tensor = tf.fill([size // 4], tf.constant(1.0 + hvd.rank(), tf.float32))
         name = f"bench_{size}_{dispatch}"  # Horovod: one name per size, so the response cache reuses it
@@ -153,15 +176,108 @@ def time_sizes(hvd, tf, np, sizes: list[int], repeats: int, warmup: int, compres
             call = tf.function(call)  # traced once (first warm-up call); later calls skip Python's op dispatch
         for _ in range(max(warmup, 1 if dispatch == "function" else 0)):
             call(tensor)
-        times = np.zeros(repeats)
+        times, faults = np.zeros(repeats), np.zeros(repeats)
+        waited = 0.0
         for i in range(repeats):
             hvd.allreduce(sync, op=hvd.Sum, name="bench_sync")  # Horovod: start together
+            before, queued = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, runqueue_wait_s()
             start = time.perf_counter()
             call(tensor)
             times[i] = time.perf_counter() - start
+            waited += runqueue_wait_s() - queued                 # every thread of this rank, Horovod's included
+            faults[i] = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
         # Horovod: a call lasts as long as its slowest worker: take the maximum over ranks.
         found[size] = list(hvd.allreduce(tf.constant(times), op=hvd.Max, name=f"bench_times_{tag}{size}").numpy())
-    return found
+        per_call = tf.constant([float(np.median(faults)), waited / repeats], tf.float64)
+        costs[size] = tuple(float(v) for v in hvd.allreduce(per_call, op=hvd.Max, name=f"bench_costs_{tag}{size}"))
+    return found, costs
+
+
+def bound_round(hvd, tf, np, size: int, repeats: int, peer, tag: str, reverse: bool) -> dict[str, float]:
+    """One round of the reachable bound at ``size`` bytes, and the same all-reduce without Horovod.
+
+    Each measurement is ``repeats`` calls with both ranks started together; a call's time is the slower rank's,
+    the round keeps the median. The order of the measurements is reversed when ``reverse`` (A B C D, D C B A).
+    """
+    half = size // 8                                          # float32 elements of S/2 bytes
+    data = np.full(size // 4, 1.0 + hvd.rank(), np.float32)
+    source, warm = np.ones(size // 4, np.float32), np.empty(size // 4, np.float32)
+    mine, theirs, into = np.ones(half, np.float32), np.ones(half, np.float32), np.empty(half, np.float32)
+    work = {
+        "exchange_s": lambda: peer.exchange(mine, into),                  # S/2 each way, both at once
+        "add_s": lambda: np.add(mine, theirs, out=mine),                  # the reduction of S/2
+        "copy_s": lambda: np.copyto(warm, source),                        # S into memory touched before
+        "copy_fresh_s": lambda: np.copyto(np.empty_like(source), source),  # S into freshly allocated memory
+        "bare_s": lambda: peer.allreduce(data),                           # the all-reduce without Horovod
+    }
+    names = list(work)[::-1] if reverse else list(work)
+    medians = []
+    for name in names:
+        work[name]()                                          # warm-up
+        times = []
+        for _ in range(repeats):
+            peer.barrier()
+            start = time.perf_counter()
+            work[name]()
+            times.append(time.perf_counter() - start)
+        medians.append(float(np.median(times)))
+    slowest = hvd.allreduce(tf.constant(medians, tf.float64), op=hvd.Max, name=f"bench_bound_{tag}")
+    return dict(zip(names, (float(v) for v in slowest)))
+
+
+class TcpPeer:
+    """The other rank over one TCP loopback connection: what Horovod's Gloo controller moves its bytes over."""
+
+    transport = "tcp"
+
+    def __init__(self, hvd, np, size: int) -> None:
+        from course_lib.training.loopback import connect_pair
+
+        self.rank, self.np = hvd.rank(), np
+        self.sock = connect_pair(self.rank, lambda port: hvd.broadcast_object(port, root_rank=0, name="bound_port"))
+        self.scratch = np.empty(size // 8 + 1, np.float32)
+        self.token = np.zeros(1, np.uint8)
+
+    def exchange(self, outgoing, incoming) -> None:
+        from course_lib.training.loopback import exchange
+
+        exchange(self.sock, outgoing, incoming)
+
+    def allreduce(self, data) -> None:
+        from course_lib.training.loopback import ring_allreduce
+
+        ring_allreduce(self.sock, self.rank, data, self.scratch)
+
+    def barrier(self) -> None:
+        self.exchange(self.token, self.token)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class MpiPeer:
+    """The other rank over MPI (Open MPI's shared memory on one machine): Horovod's MPI controller's transport."""
+
+    transport = "mpi"
+
+    def __init__(self, hvd, np, size: int) -> None:
+        from mpi4py import MPI  # Horovod initialised MPI with threads; mpi4py joins it
+
+        self.comm, self.MPI = MPI.COMM_WORLD, MPI
+        self.peer = 1 - self.comm.Get_rank()
+        self.out = np.empty(size // 4, np.float32)
+
+    def exchange(self, outgoing, incoming) -> None:
+        self.comm.Sendrecv(outgoing, dest=self.peer, recvbuf=incoming, source=self.peer)
+
+    def allreduce(self, data) -> None:
+        self.comm.Allreduce(data, self.out, op=self.MPI.SUM)
+
+    def barrier(self) -> None:
+        self.comm.Barrier()
+
+    def close(self) -> None:
+        pass
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -185,6 +301,12 @@ def main(argv: list[str] | None = None) -> int:
         if rank == 0:
             print(f"--cycle-times restarts Horovod, which {controller} cannot do: run it with --gloo", file=sys.stderr)
         return 2
+    if args.bound and workers != 2:
+        if rank == 0:
+            print(f"--bound measures a 2-rank all-reduce, this run has {workers}: run it with -np 2", file=sys.stderr)
+        return 2
+    peer = (MpiPeer if controller == "mpi" else TcpPeer)(hvd, np, args.sizes[-1]) if args.bound else None
+    bounds: list[dict[str, float]] = []
     # Horovod: fp16 compression casts the tensor to float16 before the all-reduce and back after.
     compression = hvd.Compression.fp16 if args.compression == "fp16" else hvd.Compression.none
     wire_factor = 0.5 if args.compression == "fp16" else 1.0
@@ -204,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     dispatches = args.dispatch
     pooled: dict[tuple, list] = {(c, d, size): [] for c in cycles for d in dispatches for size in args.sizes}
     per_round: dict[tuple, list] = {key: [] for key in pooled}
+    round_costs: dict[tuple, list] = {key: [] for key in pooled}
     for r in range(rounds):
         for i, cycle in enumerate(cycles if r % 2 == 0 else cycles[::-1]):   # ABBA: a drift moves both alike
             if len(cycles) > 1 and (r, i) != (0, 0):
@@ -211,10 +334,16 @@ def main(argv: list[str] | None = None) -> int:
                 os.environ["HOROVOD_CYCLE_TIME"] = f"{cycle:g}"
                 hvd.init()
             for j, dispatch in enumerate(dispatches if (r + i) % 2 == 0 else dispatches[::-1]):
-                for size, times in time_sizes(hvd, tf, np, args.sizes, args.repeats, args.warmup, compression,
-                                              tag=f"{r}_{i}_{j}_", dispatch=dispatch).items():
+                found, costs = time_sizes(hvd, tf, np, args.sizes, args.repeats, args.warmup, compression,
+                                          tag=f"{r}_{i}_{j}_", dispatch=dispatch)
+                for size, times in found.items():
                     pooled[(cycle, dispatch, size)] += times
                     per_round[(cycle, dispatch, size)].append(float(np.median(times)))
+                    round_costs[(cycle, dispatch, size)].append(costs[size])
+        if peer is not None:
+            bounds.append(bound_round(hvd, tf, np, args.sizes[-1], args.repeats, peer, tag=str(r), reverse=r % 2 == 1))
+    if peer is not None:
+        peer.close()
     ring = 2 * (workers - 1) / workers  # Horovod: bytes a ring all-reduce moves per byte, per link
     if rank == 0:
         print(f"{'cycle ms':>8} {'dispatch':>8} {'bytes':>12} {'median ms':>10} {'q1 ms':>9} {'q3 ms':>9} "
@@ -231,7 +360,15 @@ def main(argv: list[str] | None = None) -> int:
                  q1_s=q1, q3_s=q3, algbw_gbps=algbw, busbw_gbps=busbw, controller=controller,
                  workers=workers, compression=args.compression,
                  cycle_time_ms=float(cycle_ms) if cycle_ms else None, dispatch=dispatch,
-                 round_medians_s=per_round[(cycle, dispatch, size)])
+                 round_medians_s=per_round[(cycle, dispatch, size)],
+                 round_minflt=[c[0] for c in round_costs[(cycle, dispatch, size)]],
+                 round_runqueue_s=[c[1] for c in round_costs[(cycle, dispatch, size)]])
+        if peer is not None:
+            for name in bounds[0]:
+                print(f"bound at {args.sizes[-1]} B, {name}: per round " + ", ".join(
+                    f"{b[name] * 1e3:.2f}" for b in bounds) + " ms", flush=True)
+            emit("bound", args.json, bytes=args.sizes[-1], controller=controller, transport=peer.transport,
+                 workers=workers, **{name: [b[name] for b in bounds] for name in bounds[0]})
         emit("done", args.json, sizes=len(args.sizes))
     return 0
 

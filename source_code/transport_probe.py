@@ -6,7 +6,8 @@ Two ranks (``mpi4py``, started by ``horovodrun --mpi`` or ``mpirun``) measure, i
   one TCP loopback connection (what Horovod's Gloo controller uses), ``--pings`` echoes per round;
 * the bandwidth of one large message (64 MiB) over each: rank 0 sends, rank 1 receives and answers one byte;
 * an all-reduce without Horovod on each transport: ``comm.Allreduce`` of Open MPI, and a two-rank ring over
-  the TCP connection written here in NumPy (send half, add the peer's half, swap the sums);
+  the TCP connection in NumPy (``course_lib.training.loopback.ring_allreduce``: exchange halves,
+  add the peer's half, exchange the sums straight into place);
 * what a rank's memory does to S bytes (each all-reduce size of 1 MiB or more) while the other rank does the
   same: a copy (``np.copyto``), the reduction's arithmetic (``np.add``), and filling a freshly allocated
   buffer (its first touch costs a page fault per 4 KiB page).
@@ -26,16 +27,16 @@ from __future__ import annotations
 import argparse
 import socket
 import sys
-import threading
 import time
 
 import numpy as np
 
+from course_lib.training.loopback import connect_pair, recv_exactly
+from course_lib.training.loopback import ring_allreduce as tcp_allreduce
 from course_lib.training.events import emit
 from course_lib.training.flags import HelpFormatter, positive_int
 
 KIB, MIB = 1024, 1024 * 1024
-SOCKET_BUFFER = 64 * KIB   # smaller messages fit the socket's kernel buffer: no sending thread needed
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -58,16 +59,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if not args.sizes or any(s < 8 or s % 8 for s in args.sizes + [args.large_bytes]):
         parser.error("--sizes and --large-bytes must be multiples of 8 bytes (whole float32 pairs), e.g. 4096")
     return args
-
-
-def recv_exactly(sock: socket.socket, view: memoryview) -> None:
-    """Receive until ``view`` is full (TCP delivers a stream in pieces)."""
-    got = 0
-    while got < len(view):
-        n = sock.recv_into(view[got:])
-        if n == 0:
-            raise ConnectionError("the peer closed the connection")
-        got += n
 
 
 def ping_pong(send, recv, rank: int, buf: np.ndarray, pings: int) -> float:
@@ -97,42 +88,9 @@ def one_way(send, recv, rank: int, buf: np.ndarray, ack: np.ndarray) -> float:
     return time.perf_counter() - start
 
 
-def tcp_allreduce(sock: socket.socket, rank: int, data: np.ndarray, scratch: np.ndarray) -> None:
-    """Sum ``data`` (float32) with the peer's over one TCP connection: a two-rank ring, in place.
-
-    Reduce-scatter: send the half the peer owns, receive the peer's copy of my half, add it.
-    All-gather: send my summed half, receive the peer's summed half. Each rank sends and receives S bytes.
-    """
-    half = len(data) // 2
-    mine, theirs = (slice(0, half), slice(half, None)) if rank == 0 else (slice(half, None), slice(0, half))
-    for send_part, recv_part, add in ((theirs, mine, True), (mine, theirs, False)):
-        outgoing = memoryview(data[send_part]).cast("B")
-        target = scratch[: len(data[recv_part])]
-        if len(outgoing) <= SOCKET_BUFFER:                # fits the kernel's buffer: send, then receive
-            sock.sendall(outgoing)
-            recv_exactly(sock, memoryview(target).cast("B"))
-        else:                                             # send and receive at once, as a ring does
-            sender = threading.Thread(target=sock.sendall, args=(outgoing,))
-            sender.start()
-            recv_exactly(sock, memoryview(target).cast("B"))
-            sender.join()
-        if add:
-            np.add(data[recv_part], target, out=data[recv_part])   # the reduction's arithmetic
-        else:
-            data[recv_part] = target
-
-
 def connect_tcp(comm, rank: int) -> socket.socket:
     """One TCP loopback connection between the two ranks (rank 0 listens, the port travels over MPI)."""
-    if rank == 0:
-        server = socket.create_server(("127.0.0.1", 0))
-        comm.bcast(server.getsockname()[1], root=0)
-        sock, _ = server.accept()
-        server.close()
-    else:
-        sock = socket.create_connection(("127.0.0.1", comm.bcast(None, root=0)))
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)   # small messages go out at once
-    return sock
+    return connect_pair(rank, lambda port: comm.bcast(port, root=0))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -56,6 +56,8 @@ BAD_FLAGS = [
     (["--rounds", "0"], "integer >= 1"),
     (["--dispatch", "graph"], "eager, function"),
     (["--dispatch", "eager,eager"], "eager, function"),
+    (["--bound", "--cycle-times", "5,0.1"], "at most one --cycle-times value"),
+    (["--bound", "--max-bytes", "4100"], "a multiple of 8"),
 ]
 # Every bad flag set of BAD_FLAGS, run as the script's __main__ one after the other in ONE fresh process (issue 31:
 # was one process each): exit code and stderr of each, and whether TensorFlow got imported by any of them.

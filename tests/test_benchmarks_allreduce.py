@@ -119,3 +119,39 @@ def test_the_hook_row_resolves_the_callback_overhead_against_one_percent(extra_u
     assert row.verdict == verdict
     assert row.value == pytest.approx(100 * extra_us * 1e-6 / 0.1)
     assert report.section4_hook_rows({}, fits, 120) == []
+
+
+def test_the_bound_rows_divide_the_bound_by_each_time_of_the_same_launch():
+    """Issue 52: Horovod's and the bare all-reduce's 64 MiB time against the reachable bound of the same launch."""
+    chosen = allreduce.settings({"HOROVOD_CYCLE_TIME": "5"})
+    samples = _samples(80e-3)
+    for name in ("gloo_course", "mpi_course", "mpi_cycle1"):
+        samples[name] = {**samples[name], "bound": [40e-3] * 3, "bare": [50e-3, 40e-3, 32e-3]}
+    rows = allreduce.rows(samples, chosen)
+    horovod = _row(rows, "64 MiB: the reachable bound / Horovod's time, gloo")
+    bare = _row(rows, "64 MiB: the reachable bound / without Horovod's time, gloo")
+    assert horovod.value == pytest.approx(40 / 80, rel=0.02) and horovod.unit == "x"
+    assert bare.value == pytest.approx(1.0) and bare.spread == pytest.approx((0.8, 1.25))   # a round above 1 shows
+    assert not [r for r in rows if r.measurement.startswith("alpha") and "no fit" in r.note]  # "bound" is no size
+
+
+def test_run_section_reads_the_bound_of_each_launch(monkeypatch):
+    """The bound of a launch: two exchanges of S/2 each way plus the add of S/2 (means over its rounds)."""
+    from course_lib.runner import launch
+
+    class Result:
+        def __init__(self, events):
+            self.events = [(0, e) for e in events]
+
+    def fake(script, args, **kwargs):
+        if "--bound" not in args:                                 # the probe
+            return Result([])
+        return Result([{"event": "allreduce", "bytes": LARGE, "median_s": 70e-3},
+                       {"event": "bound", "exchange_s": [18e-3, 20e-3], "add_s": [4e-3, 4e-3],
+                        "bare_s": [40e-3, 42e-3]}])
+
+    monkeypatch.setattr(launch, "run_horovod", fake)
+    found = allreduce.run_section(allreduce.settings({"HOROVOD_CYCLE_TIME": "5"})[:1], rounds=2, repeats=1,
+                                  probe_rounds=1, timeout_s=1, printer=lambda line: None)
+    assert found["gloo_course"]["bound"] == pytest.approx([42e-3, 42e-3])
+    assert found["gloo_course"]["bare"] == pytest.approx([41e-3, 41e-3])

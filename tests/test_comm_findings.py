@@ -10,19 +10,22 @@ import pytest
 from course_lib.lessons.communication.comm_findings import Findings, summary_lines
 
 BASE = Findings(latency_ratio=300.0, latency_far_above=True, largest_part="cycle wait", largest_share=0.57,
-                cycle_majority=True, parts_add_up=True, busbw_share={"gloo": (0.36, False), "mpi": (0.85, True)},
-                memory_slower=True, without_horovod_slower=True, step_verdict="slower", step_ratio=1.1,
-                skew_explains=True, mpi_faster_small=True, mpi_faster_large=True)
+                largest_decided=True, cycle_majority=True, additive=True,
+                bound_share={"gloo": (0.58, True), "mpi": (0.92, False)},
+                per_byte={"copy": True, "add": True, "first_touch": True, "without_horovod": True},
+                horovod_bandwidth_rises=True, skew_explains=True, mpi_faster_small=True,
+                mpi_faster_large=True)
 
 # field -> the other values it can take; every one must change the summary
 FLIPS = {
     "latency_far_above": [False, None],
     "cycle_majority": [False, None],
-    "parts_add_up": [False, None],
-    "busbw_share": [{"gloo": (0.36, True), "mpi": (0.85, True)}, {"gloo": (0.36, None), "mpi": (0.85, True)}],
-    "memory_slower": [False, None],
-    "without_horovod_slower": [False, None],
-    "step_verdict": ["faster", "cannot tell"],
+    "largest_decided": [None],
+    "additive": [False, None],
+    "bound_share": [{"gloo": (0.58, False), "mpi": (0.92, False)}, {"gloo": (0.58, None), "mpi": (0.92, False)}],
+    "per_byte": [{"copy": True, "add": None, "first_touch": True, "without_horovod": True},
+                 {"copy": True, "add": True, "first_touch": False, "without_horovod": True}],
+    "horovod_bandwidth_rises": [False, None],
     "skew_explains": [False, None],
     "mpi_faster_small": [False, None],
     "mpi_faster_large": [False, None],
@@ -40,13 +43,16 @@ def test_flipping_a_verdict_changes_its_sentence(field, value):
 
 def test_the_sentences_say_what_their_verdicts_decided():
     text = "\n".join(summary_lines(BASE))
-    assert "most of α is the cycle wait" in text
-    assert "gloo: at 64 MiB the bus bandwidth is ≈36 % of one TCP stream; below 80 % of it." in text
-    assert "mpi: at 64 MiB the bus bandwidth is ≈85 % of one TCP stream; at least 80 % of it." in text
-    assert "falls with the machine's memory" in text
+    assert "The largest part of α is cycle wait" in text and "most of α is the cycle wait" in text
+    assert "gloo: Horovod's 64 MiB all-reduce reaches ≈0.58 of the bound; the all-reduce without Horovod reaches more" in text
+    assert "mpi: Horovod's 64 MiB all-reduce reaches ≈0.92 of the bound; as much as" in text
+    assert "more per byte: copy yes, add yes, first touch yes, the all-reduce without Horovod yes;" in text
+    assert "α is spread over 4x the bytes" in text and "cannot tell here" in text and "section 10s" in text
+    undecided = "\n".join(summary_lines(dataclasses.replace(BASE, largest_decided=None)))
+    assert "The largest part" not in undecided and "Which part of α is largest: cannot tell" in undecided
     low = "\n".join(summary_lines(dataclasses.replace(BASE, cycle_majority=False, largest_part="negotiation")))
     assert "most of α is the cycle wait" not in low and "less than half of α" in low   # the E-1 case
-    assert "Horovod's own path" in summary_lines(dataclasses.replace(BASE, without_horovod_slower=False))[6]
+    assert "do NOT add up" in "\n".join(summary_lines(dataclasses.replace(BASE, additive=False)))
     assert "`horovodrun --mpi` is the faster controller" in text
     gloo = dataclasses.replace(BASE, mpi_faster_small=False, mpi_faster_large=False)
     assert "keep Gloo" in "\n".join(summary_lines(gloo))

@@ -42,16 +42,12 @@ def test_ratio_combines_relative_half_widths():
     assert value == 5.0 and half == pytest.approx(5.0 * math.hypot(0.1, 0.1))
 
 
-def test_limit_and_share_of_stream():
+def test_limit_of_each_transport():
     figures = transport.probe_figures(_events())
     tcp = transport.limit(figures, "tcp")
     assert tcp.hop_s == pytest.approx(15e-6) and tcp.stream_bytes == 64 * MIB
     assert tcp.stream_gbps()[0] == pytest.approx(64 * MIB / 25e-3 / 1e9)
     assert sorted(tcp.allreduce) == [4096, 16 * MIB, 64 * MIB]
-    # Horovod twice as slow as the stream at 64 MiB on 2 workers: half its bandwidth
-    share, half = transport.share_of_stream(Figure(50e-3, 0.0, 3), 64 * MIB, 2, tcp)
-    assert share == pytest.approx(0.5)
-    assert transport.share_of_stream(Figure(50e-3, 0.0, 3), 64 * MIB, 4, tcp)[0] == pytest.approx(0.75)
     with pytest.raises(KeyError, match="'round_trip' measurement over 'ib'"):
         transport.limit(figures, "ib")
     with pytest.raises(ValueError, match="--json"):

@@ -1,23 +1,27 @@
 """Where the milliseconds of a small all-reduce go: Horovod's latency alpha, taken apart by experiment.
 
 Each part is measured by changing one thing and keeping the rest (``allreduce_bench.py`` with ``--cycle-times``
-and ``--dispatch``, its configurations interleaved round by round, so that a drift of the machine moves both
+and ``--dispatch``, its four configurations interleaved round by round, so that a drift of the machine moves both
 sides of a difference alike), plus one launch of Horovod with one rank and the transport probe
 (:mod:`course_lib.lessons.communication.transport`):
 
-* **cycle wait**: the course's cycle time against a cycle of 0.1 ms (Horovod's background thread looks for
-  ready tensors once per cycle);
 * **framework dispatch**: ``hvd.allreduce`` called eagerly from Python against the same call inside a
   ``tf.function`` (both at the short cycle);
+* **cycle wait**: the course's cycle time against a cycle of 0.1 ms, both inside ``tf.function`` (Horovod's
+  background thread looks for ready tensors once per cycle). A timed call here is issued right after a
+  synchronising all-reduce, so it waits about one whole cycle; a gradient in training arrives at a random
+  moment and waits half of one on average;
+* **cycle x dispatch**: the cycle's effect when eager minus its effect inside ``tf.function``, measured, not
+  assumed to be 0 (eager dispatch can happen while the thread sleeps out its cycle);
 * **Horovod on one rank**: the call inside a ``tf.function`` at the short cycle with no peer at all: the queue,
   Horovod's background thread and the hand-back to TensorFlow;
-* **between the ranks**: two ranks against one (both inside ``tf.function``, short cycle): what a peer adds,
-  split into the **transport** (the same all-reduce without Horovod, measured by the probe) and the rest,
-  **negotiation** (the ranks agreeing each cycle on what is ready, and Horovod's Gloo calls around the bytes).
+* **residual**: two ranks against one (both inside ``tf.function``, short cycle) minus the **transport** (the
+  same all-reduce without Horovod, measured by the probe): negotiation and Horovod's Gloo calls around the bytes,
+  which nothing here measures alone.
 
-The parts add up, by construction, to alpha at the course's setting in this experiment; the check that can fail
-is that they add up to the alpha measured in a *separate* launch (the message-size sweep), within the two
-measurements' intervals (:func:`sum_check`).
+The parts' values add up to alpha by construction (they telescope), so their sum checks nothing. The check that
+can fail is :func:`additive`: the interaction's interval against a tolerance of 10 % of alpha. Each part keeps its
+own interval; alpha has one interval, its own.
 
 Introduced in notebooks/05_communication.ipynb.
 """
@@ -30,13 +34,13 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from course_lib.lessons.common.measured import in_words
 from course_lib.lessons.communication.transport import Figure
-from course_lib.training.stats import interval_verdict
+from course_lib.training.stats import ci_verdict, interval_verdict
 
 if TYPE_CHECKING:
     import pandas
 
-__all__ = ["bench_figures", "paired_difference", "difference", "AlphaParts", "alpha_parts", "sum_check",
-           "majority", "parts_table", "AlphaGrowth", "alpha_growth"]
+__all__ = ["bench_figures", "paired_difference", "difference", "AlphaParts", "alpha_parts", "ADDITIVE_TOLERANCE",
+           "additive", "largest", "majority", "parts_table", "AlphaGrowth", "alpha_growth"]
 
 
 def bench_figures(events: Iterable[Mapping[str, Any]]) -> dict[tuple[float, str, int], Figure]:
@@ -52,11 +56,12 @@ def bench_figures(events: Iterable[Mapping[str, Any]]) -> dict[tuple[float, str,
     return found
 
 
-def _rounds(events: Iterable[Mapping[str, Any]], cycle_ms: float, dispatch: str, nbytes: int) -> list[float]:
+def _rounds(events: Iterable[Mapping[str, Any]], cycle_ms: float, dispatch: str, nbytes: int,
+            key: str = "round_medians_s") -> list[float]:
     for e in events:
         if (e.get("event") == "allreduce" and float(e["cycle_time_ms"]) == cycle_ms
                 and e.get("dispatch", "eager") == dispatch and int(e["bytes"]) == nbytes):
-            return [float(v) for v in e["round_medians_s"]]
+            return [float(v) for v in e.get(key) or []]
     raise KeyError(f"no allreduce line at cycle {cycle_ms} ms, dispatch {dispatch}, {nbytes} bytes")
 
 
@@ -79,42 +84,47 @@ def difference(a: Figure, b: Figure) -> Figure:
 
 @dataclass(frozen=True)
 class AlphaParts:
-    """Alpha at the course's setting and its parts (seconds, each a :class:`Figure`).
+    """Alpha at the course's setting and its parts (seconds, each a :class:`Figure` with its own interval).
 
     Attributes:
         alpha: The all-reduce's time at the course's cycle, called eagerly, two ranks (this experiment).
-        cycle_wait, dispatch, one_rank, negotiation, transport: The parts (module docstring).
-        between_ranks: ``negotiation + transport``: two ranks against one.
+        dispatch: Eager minus ``tf.function`` at the short cycle (paired per round).
+        cycle_wait: The course's cycle minus the short one, both inside ``tf.function`` (paired per round).
+        interaction: How much the cycle's effect changes with the dispatch: (cycle effect when eager) minus
+            (cycle effect inside ``tf.function``), paired per round. 0 if the two parts simply add.
+        one_rank: One rank alone, inside ``tf.function``, short cycle.
+        between_ranks: Two ranks against one (both inside ``tf.function``, short cycle; different launches).
+        residual: ``between_ranks`` minus the transport: negotiation and Horovod's Gloo calls, not measured alone.
+        transport: The same all-reduce without Horovod (the probe).
         hop_s: One hop of the ring on this transport (half its round trip), measured by the probe.
     """
 
     alpha: Figure
-    cycle_wait: Figure
     dispatch: Figure
+    cycle_wait: Figure
+    interaction: Figure
     one_rank: Figure
     between_ranks: Figure
-    negotiation: Figure
+    residual: Figure
     transport: Figure
     hop_s: float
 
     def parts(self) -> dict[str, Figure]:
-        """The five parts that add up to alpha, in the order a call meets them."""
-        return {"framework dispatch (eager vs tf.function)": self.dispatch,
-                "cycle wait": self.cycle_wait,
-                "Horovod on one rank (queue, its thread, hand-back)": self.one_rank,
-                "negotiation and Horovod's calls between the ranks": self.negotiation,
-                "transport (the same all-reduce without Horovod)": self.transport}
-
-    def total(self) -> Figure:
-        """The sum of the parts, with the half-widths combined in quadrature (parts measured apart)."""
-        figures = list(self.parts().values())
-        half = math.sqrt(sum(f.half_width_s ** 2 for f in figures))
-        return Figure(sum(f.seconds for f in figures), half, min(f.rounds for f in figures))
+        """The six parts, in the order a call meets them; their values add up to alpha by construction."""
+        return {"framework dispatch (eager − tf.function)": self.dispatch,
+                "cycle wait (course cycle − short, tf.function)": self.cycle_wait,
+                "cycle × dispatch (interaction)": self.interaction,
+                "Horovod on one rank (queue, thread, hand-back)": self.one_rank,
+                "residual: 2 ranks − 1 rank − transport": self.residual,
+                "transport (all-reduce without Horovod)": self.transport}
 
 
 def alpha_parts(two_ranks: Iterable[Mapping[str, Any]], one_rank: Iterable[Mapping[str, Any]], *, transport: Figure,
                 hop_s: float, nbytes: int, cycle_ms: float, short_cycle_ms: float) -> AlphaParts:
     """Take alpha apart from the two launches of the experiment and the transport probe.
+
+    The two-rank launch measures all four settings of {course cycle, short cycle} x {eager, tf.function}
+    interleaved in every round, so both one-factor effects and their interaction are paired per round.
 
     Args:
         two_ranks: ``allreduce`` events of the two-rank launch (``--cycle-times cycle_ms,short_cycle_ms
@@ -130,52 +140,74 @@ def alpha_parts(two_ranks: Iterable[Mapping[str, Any]], one_rank: Iterable[Mappi
         KeyError: A configuration the experiment should have measured is missing.
     """
     two, one = list(two_ranks), list(one_rank)
-    at_cycle = _rounds(two, cycle_ms, "eager", nbytes)
+    slow_eager = _rounds(two, cycle_ms, "eager", nbytes)
+    slow_inside = _rounds(two, cycle_ms, "function", nbytes)
     eager = _rounds(two, short_cycle_ms, "eager", nbytes)
     inside = _rounds(two, short_cycle_ms, "function", nbytes)
     alone = Figure.of(_rounds(one, short_cycle_ms, "function", nbytes))
     between = difference(Figure.of(inside), alone)
-    return AlphaParts(alpha=Figure.of(at_cycle), cycle_wait=paired_difference(at_cycle, eager),
-                      dispatch=paired_difference(eager, inside), one_rank=alone, between_ranks=between,
-                      negotiation=difference(between, transport), transport=transport, hop_s=hop_s)
+    interaction = paired_difference([a - b for a, b in zip(slow_eager, eager)],
+                                    [a - b for a, b in zip(slow_inside, inside)])
+    return AlphaParts(alpha=Figure.of(slow_eager), dispatch=paired_difference(eager, inside),
+                      cycle_wait=paired_difference(slow_inside, inside), interaction=interaction, one_rank=alone,
+                      between_ranks=between, residual=difference(between, transport), transport=transport,
+                      hop_s=hop_s)
 
 
-def sum_check(parts: AlphaParts, measured: Figure) -> bool | None:
-    """Do the parts add up to alpha measured in another launch? The interval of their difference against 0.
+#: How far from 0 the interaction may be, as a share of alpha, for the one-factor parts to count as adding up.
+ADDITIVE_TOLERANCE = 0.10
+
+
+def additive(parts: AlphaParts, tolerance: float = ADDITIVE_TOLERANCE) -> bool | None:
+    """Do the one-factor parts add up? Decided on the cycle x dispatch interaction, which nothing forces to 0.
 
     Returns:
-        True when the interval of ``sum - measured`` (half-widths in quadrature) contains 0: the parts account
-        for the measured alpha within the noise; False when it lies wholly on one side; None (cannot tell) when
-        an interval is unknown.
+        True when the interaction's whole interval lies within ``± tolerance x alpha`` (the parts add up to that
+        precision); False when it lies wholly outside it (they do not add: the cycle's effect depends on the
+        dispatch); None (cannot tell) when it reaches across a limit or is unknown.
     """
-    total = parts.total()
-    gap = total.seconds - measured.seconds
-    half = math.hypot(total.half_width_s, measured.half_width_s)
-    if not math.isfinite(half):
+    i, limit = parts.interaction, tolerance * abs(parts.alpha.seconds)
+    if not (math.isfinite(i.half_width_s) and math.isfinite(limit)):
         return None
-    return interval_verdict(gap - half, gap + half, 0.0) is None   # neither wholly above 0 nor wholly below
+    low, high = i.seconds - i.half_width_s, i.seconds + i.half_width_s
+    if interval_verdict(low, high, -limit) and interval_verdict(low, high, limit) is False:
+        return True
+    if interval_verdict(low, high, limit) or interval_verdict(low, high, -limit) is False:
+        return False
+    return None
+
+
+def largest(parts: AlphaParts) -> tuple[str, bool | None]:
+    """The part with the largest value, and whether it is decided: True when its difference from every other
+    part has an interval above 0 (half-widths in quadrature), None (cannot tell) otherwise."""
+    found = parts.parts()
+    top = max(found, key=lambda k: found[k].seconds)
+    verdicts = [ci_verdict(found[top].seconds - f.seconds, math.hypot(found[top].half_width_s, f.half_width_s), 0.0)
+                for name, f in found.items() if name != top]
+    return top, (True if all(v is True for v in verdicts) else None)
 
 
 def majority(parts: AlphaParts, name: str) -> bool | None:
     """Is the part ``name`` (a key of :meth:`AlphaParts.parts`) more than half of alpha? Decided with the interval
-    of ``part - sum / 2``: True above, False below, None (cannot tell) when it holds 0 or is unknown."""
-    part, total = parts.parts()[name], parts.total()
-    half = math.hypot(part.half_width_s, total.half_width_s / 2)
+    of ``part - alpha / 2``: True above, False below, None (cannot tell) when it holds 0 or is unknown."""
+    part, alpha = parts.parts()[name], parts.alpha
+    half = math.hypot(part.half_width_s, alpha.half_width_s / 2)
     if not math.isfinite(half):
         return None
-    gap = part.seconds - total.seconds / 2
+    gap = part.seconds - alpha.seconds / 2
     return interval_verdict(gap - half, gap + half, 0.0)
 
 
 def parts_table(parts: AlphaParts) -> "pandas.DataFrame":
-    """One row per part: ``part``, ``ms``, ``ci95_ms``, ``share`` (of the parts' sum), and the sum last."""
+    """One row per part: ``part``, ``ms``, ``ci95_ms``, ``share`` (of alpha), and alpha last, with its own
+    interval (the parts' values add up to it; their intervals are not summed)."""
     import pandas as pd
 
-    total = parts.total()
+    alpha = parts.alpha
     rows = [{"part": name, "ms": f.seconds * 1e3, "ci95_ms": f.half_width_s * 1e3,
-             "share": f.seconds / total.seconds} for name, f in parts.parts().items()]
-    rows.append({"part": "sum of the parts", "ms": total.seconds * 1e3, "ci95_ms": total.half_width_s * 1e3,
-                 "share": 1.0})
+             "share": f.seconds / alpha.seconds} for name, f in parts.parts().items()]
+    rows.append({"part": "α (course cycle, eager, 2 ranks)", "ms": alpha.seconds * 1e3,
+                 "ci95_ms": alpha.half_width_s * 1e3, "share": 1.0})
     return pd.DataFrame(rows)
 
 
@@ -191,13 +223,18 @@ class AlphaGrowth:
         two: Alpha at 2 processes (every round of every launch pooled).
         three: Alpha at 3 processes.
         hop_s: The transport's measured hop (half its round trip).
-        cores: The machine's cores (the sentence says when 3 ranks outnumber them).
+        cores: The machine's cores (the sentence says how many).
+        waited_two, waited_three: Per call, the seconds the slower rank's threads waited for a core (run-queue
+            delay from ``/proc/self/task/*/schedstat``, summed over its threads), at 2 and at 3 processes; None
+            where not measured (then the sentence attributes nothing to waiting).
     """
 
     two: Figure
     three: Figure
     hop_s: float
     cores: int | None = None
+    waited_two: Figure | None = None
+    waited_three: Figure | None = None
 
     @property
     def growth(self) -> Figure:
@@ -214,16 +251,35 @@ class AlphaGrowth:
         g = self.growth
         return interval_verdict(g.seconds - g.half_width_s, g.seconds + g.half_width_s, self.hops_s)
 
+    @property
+    def waited_growth(self) -> Figure | None:
+        """The run-queue delay per call at 3 minus at 2 processes (None where not measured)."""
+        if self.waited_two is None or self.waited_three is None:
+            return None
+        return difference(self.waited_three, self.waited_two)
+
+    def waiting_grew(self) -> bool | None:
+        """Did waiting for a core grow from 2 to 3 processes? True above 0, False below, None (cannot tell)."""
+        w = self.waited_growth
+        return None if w is None else ci_verdict(w.seconds, w.half_width_s, 0.0)
+
     def sentence(self) -> str:
         """The ``measured:`` line that states both alphas and what their difference says, as its verdict decided."""
         g = self.growth
-        crowded = f" (3 ranks on {self.cores} cores take turns)" if self.cores and self.cores < 3 else ""
-        said = in_words(self.beyond_hops(), f"more than the wire adds: the rest is waiting{crowded}",
-                        "less than even the wire's extra hops", "cannot tell it from the wire's extra hops")
-        return (f"measured: α is {self.two.seconds * 1e3:.2f} ± {self.two.half_width_s * 1e3:.2f} ms at 2 "
+        said = in_words(self.beyond_hops(), "more than the wire adds", "less than even the wire's extra hops",
+                        "not told apart from the wire's extra hops (cannot tell)")
+        line = (f"measured: α is {self.two.seconds * 1e3:.2f} ± {self.two.half_width_s * 1e3:.2f} ms at 2 "
                 f"processes and {self.three.seconds * 1e3:.2f} ± {self.three.half_width_s * 1e3:.2f} ms at 3, "
                 f"{g.seconds * 1e3:+.2f} ± {g.half_width_s * 1e3:.2f} ms; a 3-rank ring's 2 extra hops cost "
                 f"≈ {self.hops_s * 1e3:.3f} ms on this transport, so the growth is {said}")
+        w, before, after = self.waited_growth, self.waited_two, self.waited_three
+        if w is None or before is None or after is None:
+            return line + "; waiting for a core was not measured"
+        cores = f" ({self.cores} cores)" if self.cores else ""
+        return (line + f"; run-queue delay per call{cores} {before.seconds * 1e3:.2f} → "
+                f"{after.seconds * 1e3:.2f} ms, {w.seconds * 1e3:+.2f} ± {w.half_width_s * 1e3:.2f} ms: "
+                + in_words(self.waiting_grew(), "waiting for a core grew", "waiting for a core did not grow",
+                           "whether waiting for a core grew: cannot tell"))
 
 
 def alpha_growth(launches: Mapping[int, Iterable[Iterable[Mapping[str, Any]]]], *, hop_s: float, cycle_ms: float,
@@ -241,6 +297,11 @@ def alpha_growth(launches: Mapping[int, Iterable[Iterable[Mapping[str, Any]]]], 
     """
     if set(launches) != {2, 3}:
         raise ValueError(f"need launches at 2 and 3 processes, got {sorted(launches)}")
-    pooled = {n: Figure.of([v for events in runs for v in _rounds(events, cycle_ms, dispatch, nbytes)])
-              for n, runs in launches.items()}
-    return AlphaGrowth(pooled[2], pooled[3], hop_s, cores)
+    runs = {n: [list(events) for events in found] for n, found in launches.items()}
+    pooled = {n: Figure.of([v for events in found for v in _rounds(events, cycle_ms, dispatch, nbytes)])
+              for n, found in runs.items()}
+    waited = {n: [v for events in found for v in _rounds(events, cycle_ms, dispatch, nbytes, "round_runqueue_s")]
+              for n, found in runs.items()}
+    measured = all(waited.values()) and all(math.isfinite(v) for values in waited.values() for v in values)
+    return AlphaGrowth(pooled[2], pooled[3], hop_s, cores, Figure.of(waited[2]) if measured else None,
+                       Figure.of(waited[3]) if measured else None)

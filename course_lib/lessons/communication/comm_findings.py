@@ -13,9 +13,15 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from course_lib.lessons.common.measured import in_words
-from course_lib.training.stats import CANNOT_TELL
 
-__all__ = ["Findings", "summary_lines"]
+__all__ = ["STAGES", "STEP_SECTION", "Findings", "summary_lines"]
+
+
+#: How the summary names the stages of the per-byte table.
+STAGES = {"first_touch": "first touch", "without_horovod": "the all-reduce without Horovod"}
+
+#: Where a notebook's budget cannot resolve what a training step's all-reduce costs: the ``make bench`` section.
+STEP_SECTION = "10s"
 
 
 @dataclass(frozen=True)
@@ -26,14 +32,16 @@ class Findings:
         latency_ratio: Horovod's small all-reduce (Gloo, course setting) over the transport's round trip.
         latency_far_above: That ratio is above 10, decided with its interval.
         largest_part: Name of alpha's largest measured part. largest_share: Its share of alpha.
+        largest_decided: That part is larger than every other, decided with the intervals (None: cannot tell).
         cycle_majority: The cycle wait is more than half of alpha (its interval against half).
-        parts_add_up: The parts add up to the alpha of the separate sweep, within the intervals.
-        busbw_share: ``{controller: (64 MiB bus bandwidth / one TCP stream, at least 80 %: verdict)}``.
-        memory_slower: Copies and adds cost more per byte at the large size than at the smaller one.
-        without_horovod_slower: The all-reduce without Horovod also costs more per byte at the large size.
-        step_verdict: The training step with the all-reduce against without it: slower / faster / cannot tell.
-        step_ratio: Its ratio of step times.
-        skew_explains: The timeline's negotiations are mostly the wait for the other rank (a straggler).
+        additive: The one-factor parts add up: the cycle x dispatch interaction within 10 % of alpha.
+        bound_share: ``{controller: (Horovod's 64 MiB all-reduce as a share of the reachable bound, Horovod's share
+            below the all-reduce without Horovod's: verdict)}``.
+        per_byte: ``{stage: verdict}``: each stage of the path (copy, add, first touch, the all-reduce without
+            Horovod) costs more per byte at the large size than at the smaller one.
+        horovod_bandwidth_rises: Horovod's bus bandwidth is higher at the large size (its per-byte time lower).
+        skew_explains: In the steps after the first, the timeline's negotiations last longer than one cycle:
+            one rank waits for the other (a straggler).
         mpi_faster_small: MPI's 4 KiB all-reduce is faster than Gloo's (their ratio's interval against 1).
         mpi_faster_large: The same at 64 MiB.
     """
@@ -43,12 +51,11 @@ class Findings:
     largest_part: str
     largest_share: float
     cycle_majority: bool | None
-    parts_add_up: bool | None
-    busbw_share: Mapping[str, tuple[float, bool | None]] = field(default_factory=dict)
-    memory_slower: bool | None = None
-    without_horovod_slower: bool | None = None
-    step_verdict: str = CANNOT_TELL
-    step_ratio: float = float("nan")
+    additive: bool | None
+    largest_decided: bool | None = None
+    bound_share: Mapping[str, tuple[float, bool | None]] = field(default_factory=dict)
+    per_byte: Mapping[str, bool | None] = field(default_factory=dict)
+    horovod_bandwidth_rises: bool | None = None
     skew_explains: bool | None = None
     mpi_faster_small: bool | None = None
     mpi_faster_large: bool | None = None
@@ -61,18 +68,24 @@ def summary_lines(f: Findings) -> list[str]:
         + in_words(f.latency_far_above, "almost all of its latency is Horovod's own path, not the wire.",
                    "the wire is a visible part of its latency (less than 10 round trips).",
                    "whether it is more than 10 round trips: cannot tell."),
-        f"The largest part of α is {f.largest_part} (≈{100 * f.largest_share:.0f} %); "
+        in_words(f.largest_decided, f"The largest part of α is {f.largest_part} (≈{100 * f.largest_share:.0f} %)",
+                 "", f"Which part of α is largest: cannot tell (the largest value, {f.largest_part}, ≈"
+                 f"{100 * f.largest_share:.0f} %, is inside another part's interval)") + "; "
         + in_words(f.cycle_majority, "most of α is the cycle wait, paid once per call whatever N.",
                    "the cycle wait is less than half of α.",
                    "whether the cycle wait is more than half of α: cannot tell (its interval holds one half)."),
-        in_words(f.parts_add_up, "The measured parts add up to the α of the separate sweep, within their intervals.",
-                 "The measured parts do NOT add up to the α of the separate sweep: something this experiment did not "
-                 "vary (or a drift between the launches) holds the difference.",
-                 "Whether the parts add up to the sweep's α: cannot tell (an interval is unknown)."),
+        in_words(f.additive, "The one-factor parts add up: the cycle's effect does not depend on the dispatch "
+                 "(within 10 % of α).",
+                 "The one-factor parts do NOT add up: the cycle's effect depends on how the call is dispatched, "
+                 "so a part's share holds only at the setting it was measured at.",
+                 "Whether the one-factor parts add up: cannot tell (the interaction's interval reaches past 10 % "
+                 "of α)."),
     ]
-    for controller, (share, enough) in f.busbw_share.items():
-        lines.append(f"{controller}: at 64 MiB the bus bandwidth is ≈{100 * share:.0f} % of one TCP stream; "
-                     + in_words(enough, "at least 80 % of it.", "below 80 % of it."))
+    for controller, (share, below) in f.bound_share.items():
+        lines.append(f"{controller}: Horovod's 64 MiB all-reduce reaches ≈{share:.2f} of the bound; "
+                     + in_words(below, "the all-reduce without Horovod reaches more: Horovod's own path holds it back.",
+                                "as much as the all-reduce without Horovod or more.",
+                                "whether the all-reduce without Horovod reaches more: cannot tell."))
     if f.mpi_faster_small and f.mpi_faster_large:
         lines.append("Over MPI the all-reduce is faster than over Gloo for small and large messages alike: where "
                      "Open MPI is installed, `horovodrun --mpi` is the faster controller on one machine.")
@@ -81,24 +94,15 @@ def summary_lines(f: Findings) -> list[str]:
     else:
         lines.append("MPI faster than Gloo: at 4 KiB " + in_words(f.mpi_faster_small, "yes", "no") + ", at 64 MiB "
                      + in_words(f.mpi_faster_large, "yes", "no") + ": no controller is faster at both ends here.")
-    if f.memory_slower is not None or f.without_horovod_slower is not None:
-        if f.memory_slower and f.without_horovod_slower:
-            lines.append("From 16 to 64 MiB the bus bandwidth falls with the machine's memory: copies and adds cost "
-                         "more per byte, and the all-reduce without Horovod slows down alike.")
-        elif f.without_horovod_slower is False:
-            lines.append("From 16 to 64 MiB the all-reduce without Horovod does not slow down per byte: the fall of "
-                         "Horovod's bus bandwidth is in Horovod's own path.")
-        else:
-            lines.append("From 16 to 64 MiB: memory per byte "
-                         + in_words(f.memory_slower, "slower", "not slower") + ", the all-reduce without Horovod "
-                         + in_words(f.without_horovod_slower, "slower", "not slower") + " per byte.")
-    lines.append(f"A training step with the all-reduce against without it: {f.step_verdict} "
-                 f"(≈{f.step_ratio:.2f}x)" + {"slower": ": the all-reduce costs the step time.",
-                                              "faster": ": faster WITH the all-reduce, which only noise explains.",
-                                              CANNOT_TELL: ": the all-reduce's cost is inside this machine's noise."}
-                 .get(f.step_verdict, "."))
-    lines.append(in_words(f.skew_explains, "The long negotiation bars of the timeline are one rank waiting for the "
-                          "other (a straggler), not the network.",
-                          "The timeline's negotiations are not mostly a wait for the other rank.",
-                          "Whether the timeline's negotiations are mostly a wait for the other rank: cannot tell."))
+    lines.append("From 16 to 64 MiB, more per byte: "
+                 + ", ".join(f"{STAGES.get(stage, stage)} {in_words(v, 'yes', 'no')}" for stage, v in f.per_byte.items())
+                 + "; Horovod's bus bandwidth at 64 MiB "
+                 + in_words(f.horovod_bandwidth_rises, "is higher: α is spread over 4x the bytes.",
+                            "is lower.", "is not told apart from 16 MiB's."))
+    lines.append(f"What the all-reduce adds to a training step: cannot tell here (4 steps per epoch per rank); "
+                 f"`make bench` section {STEP_SECTION} measures it over rounds.")
+    lines.append(in_words(f.skew_explains, "After the first step the negotiation bars last longer than one cycle: "
+                          "one rank waits for the other (a straggler), not for the network.",
+                          "After the first step the negotiations end within a cycle: no rank waits for the other.",
+                          "Whether, after the first step, one rank waits for the other: cannot tell."))
     return lines

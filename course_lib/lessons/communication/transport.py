@@ -5,8 +5,8 @@ bandwidth of a large one over MPI and over TCP loopback, an all-reduce without H
 does to the same bytes (copy, add, first touch). Each of its ``transport`` JSON lines holds one value per round
 (the slower rank's). This module turns them into figures with a 95 % interval (the mean over rounds, Student's t:
 :func:`course_lib.training.stats.mean_ci95`), and into the budget of a large all-reduce: which part of the path
-costs how much per byte at each size (:func:`byte_costs`), the measured explanation of why the bus bandwidth
-falls between two sizes (notebook 05, "Where β goes").
+costs how much per byte at each size (:func:`path_parts`, :func:`per_byte_change`): which stages get slower per
+byte from one size to the next (notebook 05, "Where β goes").
 
 Introduced in notebooks/05_communication.ipynb.
 """
@@ -22,7 +22,7 @@ from course_lib.training.stats import ci_verdict, mean_ci95
 if TYPE_CHECKING:
     import pandas
 
-__all__ = ["Figure", "ratio", "probe_figures", "probe_table", "Limit", "limit", "share_of_stream", "PARTS", "path_parts",
+__all__ = ["Figure", "ratio", "probe_figures", "probe_table", "Limit", "limit", "PARTS", "path_parts",
            "per_byte_change"]
 
 
@@ -130,17 +130,6 @@ def limit(figures: Mapping[tuple[str, str, int], Figure], transport: str) -> Lim
     size, stream = one("one_way")
     reduce = {n: f for (w, t, n), f in figures.items() if w == "allreduce" and t == transport}
     return Limit(transport, trip, trip.seconds / 2, stream, size, reduce)
-
-
-def share_of_stream(horovod: Figure, nbytes: int, workers: int, link: Limit) -> tuple[float, float]:
-    """A collective's bus bandwidth at ``nbytes`` as a share of ``link``'s single-stream bandwidth, ± its 95 %.
-
-    busbw = 2 (N - 1) / N x S / t (nccl-tests); the stream's rate is its size over its time.
-    """
-    ring = 2 * (workers - 1) / workers
-    value, half = ratio(link.stream, horovod)
-    scale = ring * nbytes / link.stream_bytes
-    return value * scale, half * scale
 
 
 #: The parts of a large all-reduce's path that the probe measures alone: name -> (what, where) of its figures.
