@@ -31,11 +31,11 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from benchmarks import allreduce, report, rounds, stats  # noqa: E402
+from benchmarks import allreduce, report, rounds, stats, step_cost  # noqa: E402
 from benchmarks.stats import BenchOptionError, Row  # noqa: E402
 from course_lib.environment import machine  # noqa: E402
 
-SECTIONS = ("1", "1x", "1h", "1s", "2", "3", "4", "5", "6", "7", "8", "10")
+SECTIONS = ("1", "1x", "1h", "1s", "2", "3", "4", "5", "6", "7", "8", "10", "10s")
 DEFAULT_SECTIONS = ("1", "2", "3", "4", "5", "6", "7", "8", "10")
 WORKLOADS = REPO / "benchmarks" / "workloads"
 TRAIN = WORKLOADS / "train_throughput.py"
@@ -450,7 +450,7 @@ def main(argv: list[str] | None = None) -> int:
     from course_lib.training.files import atomic_write_json, atomic_write_text
 
     python = sys.executable
-    if {"1", "1x", "1h", "1s", "3", "10"} & set(sections):
+    if {"1", "1x", "1h", "1s", "3", "10", "10s"} & set(sections):
         launch.find_horovodrun(python)  # LaunchError before anything runs
     if "1s" in sections:
         launch.find_horovodrun(args.other_python)
@@ -519,6 +519,10 @@ def main(argv: list[str] | None = None) -> int:
         reduce_samples = allreduce.run_section(chosen, rounds=settings.allreduce_rounds,
                                                repeats=settings.allreduce_repeats, probe_rounds=3,
                                                timeout_s=settings.timeout_s, printer=_printer)
+    step_samples: dict = {}
+    if "10s" in sections:   # opt-in: 2 x ROUNDS launches, about 12 minutes (benchmarks/step_cost.py)
+        step_samples = step_cost.run_section(rounds=2 if settings.quick else step_cost.ROUNDS,
+                                             timeout_s=settings.timeout_s, printer=_printer, env=COURSE_HOROVOD_ENV)
     if "7" in sections:
         notebook = time_notebooks(python)
 
@@ -554,6 +558,8 @@ def main(argv: list[str] | None = None) -> int:
                                      "skipped: no GPU on this machine (nvidia-smi lists none)")
     if "10" in sections:
         rows += allreduce.rows(reduce_samples, chosen)
+    if "10s" in sections:
+        rows += step_cost.rows(step_samples)
     rows = report.with_disturbance_rows(rows, disturbance)
     headline: dict = {}
     if declared is not None and gap:
@@ -573,7 +579,7 @@ def main(argv: list[str] | None = None) -> int:
         "settings": settings.__dict__, "course_horovod_env": COURSE_HOROVOD_ENV,
         "wall_time_s": time.perf_counter() - began,
         "samples": {"launched": samples, "tuning": tuning, "gap": gap, "stacks": stacks, "idle_cpu_pct": idle,
-                    "in_process": inproc, "allreduce": reduce_samples, "cpu_clock": cpu,
+                    "in_process": inproc, "allreduce": reduce_samples, "step_cost": step_samples, "cpu_clock": cpu,
                     "notebooks": {"seconds": notebook[0], "returncode": notebook[1],
                                   "note": notebook[2]}},
         "rows": [r.to_dict() for r in rows],
