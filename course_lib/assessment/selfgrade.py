@@ -1,0 +1,243 @@
+"""``make assess``: grade a learner's own copy of the assessment, without a hub, with the same tests.
+
+The learner edition ships the assessment's test copy (``assessment/tests/ddp/assessment.ipynb``: the source
+without solutions, WITH the hidden tests; :func:`course_lib.assessment.release.graded_copy`). :func:`merge` does what
+nbgrader's autograde does before it runs a submission: every test cell and locked cell of the learner's notebook
+is replaced by the test copy's (its source AND its nbgrader metadata, so editing a test, its points or its
+checksum changes nothing), a deleted one is put back at the end, and the learner's answer cells are kept.
+:func:`grade` runs the merged notebook in a fresh kernel in a scratch copy of the learner's folder (through
+:mod:`course_lib.assessment.sandbox` when asked) and scores each test cell: all its points when it raised
+nothing, none otherwise, with the error as the reason. The written answer is never scored here; its rubric is
+printed. The report says the result is unproctored and ends with a self-issued completion record: date, score,
+the ``machine:`` stamp and the sha256 of the notebook as graded.
+
+Introduced in assessment/source/ddp/assessment.ipynb.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import datetime as _dt
+import hashlib
+import json
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CellResult", "SelfGrade", "merge", "grade", "report", "main"]
+
+
+@dataclass
+class CellResult:
+    """One test cell's outcome."""
+
+    grade_id: str
+    points: float
+    max_points: float
+    reason: str = ""
+
+
+@dataclass
+class SelfGrade:
+    """Every test cell's outcome, the written answer's points (not scored), and the graded notebook's digest."""
+
+    cells: dict[str, CellResult] = field(default_factory=dict)
+    manual: dict[str, float] = field(default_factory=dict)
+    digest: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def score(self) -> float:
+        return sum(c.points for c in self.cells.values())
+
+    @property
+    def max_score(self) -> float:
+        return sum(c.max_points for c in self.cells.values())
+
+
+def _nbg(cell: Any) -> dict:
+    return dict(cell.get("metadata", {}).get("nbgrader", {}) or {})
+
+
+def _is_test(meta: dict) -> bool:
+    return bool(meta.get("grade")) and not meta.get("solution")
+
+
+def _is_fixed(meta: dict) -> bool:
+    """A cell the learner may not change: a test cell or a locked cell (nbgrader's OverwriteCells)."""
+    return _is_test(meta) or (bool(meta.get("locked")) and not meta.get("solution"))
+
+
+def merge(learner_nb: Any, tests_nb: Any) -> tuple[Any, list[str]]:
+    """The learner's notebook with every fixed cell restored from the test copy.
+
+    Returns:
+        ``(merged notebook, notes)``: notes say which fixed cells were changed or missing in the learner's copy.
+    """
+    fixed = {_nbg(c)["grade_id"]: c for c in tests_nb.cells if _is_fixed(_nbg(c))}
+    answers = {_nbg(c)["grade_id"]: c for c in tests_nb.cells if _nbg(c).get("solution")}
+    merged, notes, seen = copy.deepcopy(learner_nb), [], set()
+    cells = []
+    for cell in merged.cells:
+        grade_id = _nbg(cell).get("grade_id")
+        if grade_id in fixed:
+            if cell.source != fixed[grade_id].source or _nbg(cell) != _nbg(fixed[grade_id]):
+                notes.append(f"{grade_id}: your copy of this fixed cell was changed; graded with the original")
+            restored = copy.deepcopy(fixed[grade_id])
+            restored.outputs, restored.execution_count = [], None
+            if grade_id in seen:
+                notes.append(f"{grade_id}: a second cell claimed this test's id; it is left out")
+                continue
+            seen.add(grade_id)
+            cells.append(restored)
+        elif grade_id in answers:
+            cell.metadata["nbgrader"] = copy.deepcopy(_nbg(answers[grade_id]))  # points come from the tests
+            cells.append(cell)
+        elif "nbgrader" in cell.get("metadata", {}):
+            del cell.metadata["nbgrader"]  # an unknown grade id grades nothing
+            cells.append(cell)
+        else:
+            cells.append(cell)
+    for grade_id, cell in fixed.items():
+        if grade_id not in seen:
+            notes.append(f"{grade_id}: missing from your copy; put back at the end")
+            restored = copy.deepcopy(cell)
+            restored.outputs, restored.execution_count = [], None
+            cells.append(restored)
+    merged.cells = cells
+    return merged, notes
+
+
+def _error_of(cell: Any) -> str:
+    for output in cell.get("outputs", []):
+        if output.get("output_type") == "error":
+            value = str(output.get("evalue", "")).strip().splitlines()
+            return f"{output.get('ename')}: {value[-1] if value else ''}"[:600]
+    return ""
+
+
+def _score(executed: Any, tests_nb: Any) -> SelfGrade:
+    result = SelfGrade()
+    points = {_nbg(c)["grade_id"]: float(_nbg(c).get("points", 0)) for c in tests_nb.cells if _nbg(c).get("grade")}
+    executed_by_id = {_nbg(c).get("grade_id"): c for c in executed.cells if _nbg(c)}
+    for grade_id, max_points in points.items():
+        meta = _nbg(next(c for c in tests_nb.cells if _nbg(c).get("grade_id") == grade_id))
+        if not _is_test(meta):
+            result.manual[grade_id] = max_points
+            continue
+        cell = executed_by_id.get(grade_id)
+        if cell is None:
+            result.cells[grade_id] = CellResult(grade_id, 0, max_points, "the cell did not run")
+            continue
+        error = _error_of(cell)
+        if not error and cell.get("execution_count") is None:
+            error = "the cell did not run (an earlier cell stopped the notebook, or it timed out)"
+        result.cells[grade_id] = CellResult(grade_id, 0 if error else max_points, max_points, error)
+    return result
+
+
+def grade(notebook: Path, tests: Path, *, timeout: float = 1800, sandbox: Any = None) -> SelfGrade:
+    """Grade ``notebook`` (the learner's copy) with the tests of ``tests``.
+
+    Args:
+        notebook: The learner's notebook; its folder is copied to a scratch folder and graded there.
+        tests: The test copy (:func:`course_lib.assessment.release.graded_copy`).
+        timeout: Seconds per cell.
+        sandbox: A :class:`course_lib.assessment.sandbox.Sandbox` to run the kernel in; ``None``: a kernel of
+            this user's (self-paced: the learner grades their own work).
+
+    Returns:
+        The :class:`SelfGrade`.
+    """
+    import nbformat
+
+    raw = Path(notebook).read_bytes()
+    learner_nb = nbformat.reads(raw.decode(), as_version=4)
+    tests_nb = nbformat.read(str(tests), as_version=4)
+    merged, notes = merge(learner_nb, tests_nb)
+    with tempfile.TemporaryDirectory(prefix="assess-") as scratch:
+        work = Path(scratch) / "work"
+        shutil.copytree(Path(notebook).parent, work, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+        if sandbox is None:
+            from nbclient import NotebookClient
+
+            client = NotebookClient(merged, timeout=timeout, kernel_name="python3", allow_errors=True,
+                                    resources={"metadata": {"path": str(work)}})
+            client.execute()
+            executed = merged
+        else:
+            executed = sandbox.execute(merged, work, timeout=timeout)
+    result = _score(executed, tests_nb)
+    result.digest = hashlib.sha256(raw).hexdigest()
+    result.notes = notes
+    return result
+
+
+def _rubric(course: Path) -> str:
+    for path in (course / "assessment" / "rubric.md", course / "instructor" / "assessment" / "rubric.md"):
+        if path.is_file():
+            text = path.read_text()
+            return text.split("\n## Instructors only", 1)[0].strip()
+    return "(no rubric found)"
+
+
+def report(result: SelfGrade, *, course: Path, notebook: Path, stamp: str, today: _dt.date | None = None) -> str:
+    """The text ``make assess`` prints: unproctored, score, parts missed and why, the rubric, the record."""
+    from course_lib.assessment import spec
+
+    auto_total = result.max_score
+    pass_mark = round(spec.PASS_MARK * auto_total / sum(spec.POINTS.values()))
+    passed = result.score >= pass_mark
+    lines = ["UNPROCTORED SELF-ASSESSMENT: you graded your own work on your own machine; nobody watched.",
+             f"notebook: {notebook}", ""]
+    lines += [f"score: {result.score:g} / {auto_total:g} autograded points (pass mark {pass_mark}): "
+              f"{'PASS' if passed else 'NOT YET'}", ""]
+    missed = [c for c in result.cells.values() if c.points < c.max_points]
+    lines.append("parts missed:" if missed else "parts missed: none")
+    lines += [f"  - {c.grade_id} (0 of {c.max_points:g}): {c.reason}" for c in missed]
+    for note in result.notes:
+        lines.append(f"  note: {note}")
+    for grade_id, points in result.manual.items():
+        lines += ["", f"{grade_id} ({points:g} points): NOT SCORED here (an instructor grades it). Judge your answer "
+                  "against the rubric:", _rubric(course)]
+    record = {"record": "self-issued completion record (NOT a certificate: unproctored, self-graded)",
+              "date": (today or _dt.date.today()).isoformat(),
+              "score": f"{result.score:g}/{auto_total:g} autograded", "result": "pass" if passed else "not yet",
+              "machine": stamp, "notebook_sha256": result.digest}
+    lines += ["", "completion record (self-issued, not a certificate):", json.dumps(record, indent=1)]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m course_lib.assessment.selfgrade [--notebook …] [--tests …]``: grade and print the report."""
+    course = Path(__file__).resolve().parents[2]
+    parser = argparse.ArgumentParser(description="Grade your own copy of the assessment (unproctored).")
+    parser.add_argument("--notebook", type=Path, default=course / "assessment" / "ddp" / "assessment.ipynb")
+    parser.add_argument("--tests", type=Path, default=course / "assessment" / "tests" / "ddp" / "assessment.ipynb")
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds per cell")
+    parser.add_argument("--record", type=Path, default=None, help="also write the report to this file")
+    args = parser.parse_args(argv)
+    for path, what in ((args.notebook, "your notebook"), (args.tests, "the assessment's tests")):
+        if not path.is_file():
+            print(f"make assess: {what} is not at {path}; "
+                  + ("copy assessment/release/ddp/assessment.ipynb there and answer it"
+                     if what == "your notebook" else "run make student (the learner edition ships them)"),
+                  file=sys.stderr)
+            return 2
+    from course_lib.environment.machine import stamp
+
+    print(f"grading {args.notebook} (it runs the whole notebook: several minutes) ...", flush=True)
+    result = grade(args.notebook, args.tests, timeout=args.timeout)
+    text = report(result, course=course, notebook=args.notebook, stamp=stamp())
+    print(text)
+    if args.record:
+        args.record.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
