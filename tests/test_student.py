@@ -145,7 +145,7 @@ def test_edition_holds_the_learner_files_only(edition: Path) -> None:
     dest = edition
     top = sorted(p.name for p in dest.iterdir())
     cited = {path.split("/")[0] for _, _, path in _citations(dest) if not student.withheld(path)}
-    assert top == sorted({"Makefile", "README.md", "cluster", "course_lib", "docs", "environment.yml", "notebooks",
+    assert top == sorted({"Makefile", "README.md", "assessment", "cluster", "course_lib", "docs", "environment.yml", "notebooks",
                           "pyproject.toml", "requirements", "source_code", "tools"} | cited)
     every = [p.relative_to(dest).as_posix() for p in dest.rglob("*")]
     assert not [p for p in every if "instructor" in p or p.startswith("tests") or "__pycache__" in p]
@@ -509,3 +509,23 @@ def test_the_solution_name_check_bites() -> None:
     nb.cells = [_code("CYCLE_MS = None"), _code("CYCLE_MS = 25", ["solution"]), _code("print('checked')"),
                 _code("print(CYCLE_MS * 2)"), _code("print('unrelated')")]
     assert _solution_leaks(nb) == (["cell 3 reads ['CYCLE_MS']"], 2)
+
+
+def test_edition_holds_the_assessment_as_released_with_its_tests_and_rubric(edition: Path) -> None:
+    """Issue 55: the learner's copy (no solutions, no hidden tests), the copy ``make assess`` grades with (the tests,
+    no solutions), the grader's pilot numbers and the rubric without its instructors-only part; ``make assess``."""
+    from course_lib.assessment.release import graded_copy, release
+
+    source = nbformat.read(ROOT / "assessment" / "source" / "ddp" / "assessment.ipynb", as_version=4)
+    assert sorted(p.relative_to(edition / "assessment").as_posix() for p in (edition / "assessment").rglob("*")
+                  if p.is_file()) == ["ddp/assessment.ipynb", "pilot.json", "rubric.md", "tests/ddp/assessment.ipynb"]
+    for name, made in (("ddp", release), ("tests/ddp", graded_copy)):
+        shipped = nbformat.read(edition / "assessment" / name / "assessment.ipynb", as_version=4)
+        assert [c.source for c in shipped.cells] == [c.source for c in made(source).cells]
+    learner = "\n".join(c.source for c in nbformat.read(edition / "assessment/ddp/assessment.ipynb", 4).cells)
+    assert "assert_part(graded" not in learner and "BEGIN HIDDEN TESTS" not in learner
+    rubric = (edition / "assessment" / "rubric.md").read_text()
+    assert "| criterion | points |" in rubric and "Instructors only" not in rubric and "full-marks answer" not in rubric
+    assert not (edition / "assessment" / "source").exists()
+    assert "\nassess: setup\n" in (edition / "Makefile").read_text()
+    assert "make assess" in (edition / "README.md").read_text()

@@ -2,6 +2,7 @@
 # (tools/student.py) writes it, under a learner header, as the learner edition's Makefile.
 #   make lab     set up what the notebooks need, then start JupyterLab (opens notebooks/00_setup.ipynb)
 #   make doctor  check this machine: versions, Horovod, devices, the Fashion-MNIST files
+#   make assess  grade your own copy of the assessment (assessment/ddp/assessment.ipynb), unproctored
 
 SHELL := /bin/bash
 VENV  ?= .venv
@@ -13,7 +14,7 @@ PORT ?= 8888
 # The set-up's profile: what the notebooks need. The course's Makefile sets full (linters, nbval, Chromium too).
 SETUP_PROFILE ?= learner
 
-.PHONY: setup lab doctor
+.PHONY: setup lab doctor assess
 
 setup:
 	@COURSE_PROFILE=$(SETUP_PROFILE) bash tools/setup.sh
@@ -25,3 +26,9 @@ doctor: setup
 lab:
 	@COURSE_PROFILE=learner bash tools/setup.sh
 	$(PY) -m course_lib.environment.lab --port $(PORT)
+
+# The graded assessment, self-paced (course_lib/assessment/selfgrade.py): runs your notebook with the same tests a
+# room's grader uses and prints the score, what you missed and a self-issued completion record. NOTEBOOK= another copy.
+NOTEBOOK ?= assessment/ddp/assessment.ipynb
+assess: setup
+	$(PY) -m course_lib.assessment.selfgrade --notebook $(NOTEBOOK)

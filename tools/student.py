@@ -8,7 +8,8 @@ Usage::
 The learner edition holds what a learner needs and nothing an instructor keeps: the notebooks
 (learner version, below), ``course_lib/``, ``source_code/``, ``cluster/`` and ``tools/localcluster/`` (notebook
 06 reads and runs them), the set-up (``tools/setup.sh`` with ``tools/python_range.sh``, ``tools/wheel_cache.py``, ``tools/uv_install.py``,
-``requirements/``, ``pyproject.toml``, ``environment.yml``), ``docs/architecture.md``, a learner
+``requirements/``, ``pyproject.toml``, ``environment.yml``), ``docs/architecture.md``, the graded assessment
+(``assessment/``: :func:`add_assessment`), a learner
 README and a learner Makefile (``make lab``, ``make doctor``; the data is prepared by set-up with
 ``python -m course_lib prepare-data``). It has no ``instructor/``, no ``tests/``, no maintainers' tools
 (``tools/maintainers/``) and no notebook test configuration.
@@ -133,6 +134,14 @@ no answer is written down in this folder.
 | other files a notebook names by path (`docs/run_times.json`, ...) | copied beside the rest, so that every path a notebook names is here |
 
 Your own work goes to `runs/` (created when a notebook first writes there).
+
+## Assessment
+
+`assessment/ddp/assessment.ipynb` is the course's graded assessment (about an hour: code, measure, concepts, one
+written answer; 100 points, pass mark 70). Answer it in JupyterLab, save, then `make assess`: it runs your notebook
+in a fresh kernel with the assessment's tests (`assessment/tests/`) and prints your score, each part you missed and
+why, the rubric of the written answer (not scored here) and a self-issued completion record. Unproctored; retake it as
+often as you like.
 """
 
 
@@ -327,9 +336,26 @@ def build(dest: Path, root: Path = ROOT) -> dict[str, Changes]:
             shutil.copy2(root / cited, dest / cited)
             changes.shipped.append(cited)
         report[path.name] = changes
+    add_assessment(dest, root)
     (dest / "Makefile").write_text(learner_makefile(root))
     (dest / "README.md").write_text(LEARNER_README)
     return report
+
+
+def add_assessment(dest: Path, root: Path = ROOT) -> None:
+    """The graded assessment in the learner edition (issue 55): the learner's copy (``assessment/ddp/``: no
+    solutions, no hidden tests, as nbgrader releases it), the test copy ``make assess`` grades with
+    (``assessment/tests/ddp/``: the hidden tests, no solutions; the course is public), the grader's pilot numbers
+    and the written answer's rubric without its instructors-only part."""
+    from course_lib.assessment.release import release, graded_copy
+
+    source = nbformat.read(root / "assessment" / "source" / "ddp" / "assessment.ipynb", as_version=4)
+    for folder, nb in (("ddp", release(source)), ("tests/ddp", graded_copy(source))):
+        (dest / "assessment" / folder).mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, dest / "assessment" / folder / "assessment.ipynb")
+    shutil.copy2(root / "assessment" / "pilot.json", dest / "assessment" / "pilot.json")
+    rubric = (root / "instructor" / "assessment" / "rubric.md").read_text().split("\n## Instructors only", 1)[0]
+    (dest / "assessment" / "rubric.md").write_text(rubric.rstrip() + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
