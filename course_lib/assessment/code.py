@@ -220,3 +220,32 @@ def assert_part(grade: "CodeGrade | dict[str, Part] | Part", name: str) -> None:
     part = parts[name]
     assert part.passed, f"{name}: {part.reason}"
     print(f"{name}: {part.points}/{part.max_points}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m course_lib.assessment.code SCRIPT [--result-fd N]``: grade the code task, print (or write to the
+    pipe ``N``) its parts as JSON. Run by :meth:`course_lib.assessment.sandbox.Sandbox.grade_code` as the sandbox's
+    first process, hardened against the script it launches (:func:`course_lib.assessment.run_notebook.harden`)."""
+    import argparse
+    import sys
+
+    from course_lib.assessment.run_notebook import harden
+
+    parser = argparse.ArgumentParser(description="Grade the assessment's code task.")
+    parser.add_argument("script")
+    parser.add_argument("--result-fd", type=int, default=None)
+    args = parser.parse_args(argv)
+    harden(args.result_fd)
+    grade = grade_code(args.script)
+    text = json.dumps({name: [p.points, p.max_points, p.reason] for name, p in grade.parts.items()})
+    if args.result_fd is None:
+        print(text)
+    else:
+        with os.fdopen(args.result_fd, "w") as out:
+            out.write(text)
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -18,9 +18,23 @@ import os
 import signal
 import sys
 
-__all__ = ["cap_outputs", "main"]
+__all__ = ["harden", "cap_outputs", "main"]
 
 _PR_SET_DUMPABLE = 4
+
+
+def harden(result_fd: int | None) -> None:
+    """Make this process hard to reach for the submission it runs (the same user): SIGINT and SIGTERM ignored (as
+    the PID namespace's first process, SIGKILL from inside cannot reach it), not dumpable (no ``/proc`` access to
+    its memory or file descriptors, no ptrace), and ``result_fd`` not inherited by what it starts."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+    if result_fd is not None:
+        os.set_inheritable(result_fd, False)
 
 
 def cap_outputs(nb: object, max_bytes: int) -> int:
@@ -57,14 +71,7 @@ def main(argv: list[str] | None = None) -> int:
                         "the input file)")
     parser.add_argument("--max-output-kb", type=int, default=256)
     args = parser.parse_args(argv)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
-    if args.result_fd is not None:
-        os.set_inheritable(args.result_fd, False)
+    harden(args.result_fd)
     import nbformat
     from nbclient import NotebookClient
 

@@ -239,6 +239,39 @@ class Sandbox:
             group.remove()
         return SandboxResult(proc.returncode, out, err, timed_out, time.monotonic() - start, peak)
 
+    def _with_result_pipe(self, argv: Sequence[str], work: Path, timeout: float) -> tuple[SandboxResult, bytes]:
+        """Run ``argv + ["--result-fd", N]`` contained; what it wrote on that pipe (never a file it could forge)."""
+        read_end, write_end = os.pipe()
+        chunks: list[bytes] = []
+        reader = threading.Thread(target=_drain, args=(read_end, chunks), daemon=True)
+        reader.start()
+        try:
+            result = self.run([*argv, "--result-fd", str(write_end)], work, timeout=timeout, pass_fds=(write_end,))
+        finally:
+            os.close(write_end)
+            reader.join(timeout=30)
+        return result, b"".join(chunks)
+
+    def grade_code(self, script: str | os.PathLike[str], work: str | os.PathLike[str], *,
+                   timeout: float = 1800) -> Any:
+        """The code task graded contained: :func:`course_lib.assessment.code.grade_code` as the sandbox's first
+        process, the script and its ranks as the grading user. Returns a ``CodeGrade`` (every part 0 with the
+        reason when the grading itself did not finish)."""
+        import json
+
+        from course_lib.assessment import spec
+        from course_lib.assessment.code import CodeGrade, Part
+
+        result, raw = self._with_result_pipe([sys.executable, "-m", "course_lib.assessment.code", str(script)],
+                                             Path(work), timeout)
+        grade = CodeGrade()
+        try:
+            grade.parts = {name: Part(name, int(v[0]), int(v[1]), str(v[2])) for name, v in json.loads(raw).items()}
+        except ValueError:
+            why = f"the grading launch did not finish (exit {result.returncode}, timed out: {result.timed_out})"
+            grade.parts = {n: Part(n, 0, p, why) for n, p in spec.POINTS.items() if n.startswith("code_")}
+        return grade
+
     def execute(self, nb: Any, work: str | os.PathLike[str], *, timeout: float = 1800,
                 total_timeout: float | None = None) -> Any:
         """Execute notebook ``nb`` contained (kernel and all), in ``work``; returns the executed notebook (each
@@ -248,19 +281,11 @@ class Sandbox:
 
         work = Path(work)
         nbformat.write(nb, work / ".graded.ipynb")
-        read_end, write_end = os.pipe()
-        chunks: list[bytes] = []
-        reader = threading.Thread(target=_drain, args=(read_end, chunks), daemon=True)
-        reader.start()
-        try:
-            result = self.run([sys.executable, "-m", "course_lib.assessment.run_notebook", str(work / ".graded.ipynb"),
-                               "--timeout", str(timeout), "--result-fd", str(write_end)], work,
-                              timeout=total_timeout or timeout * 4, pass_fds=(write_end,))
-        finally:
-            os.close(write_end)
-            reader.join(timeout=30)
+        result, raw = self._with_result_pipe([sys.executable, "-m", "course_lib.assessment.run_notebook",
+                                              str(work / ".graded.ipynb"), "--timeout", str(timeout)], work,
+                                             total_timeout or timeout * 4)
         try:  # what the runner wrote on its pipe, never the file the submission could write
-            executed = nbformat.reads(b"".join(chunks).decode(), as_version=4)
+            executed = nbformat.reads(raw.decode(), as_version=4)
         except Exception:  # the runner never finished: nothing ran as far as grading knows
             executed = nb
         executed.metadata["course_sandbox"] = {"returncode": result.returncode, "timed_out": result.timed_out,

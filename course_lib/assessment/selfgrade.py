@@ -28,7 +28,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CellResult", "SelfGrade", "merge", "grade", "report", "main"]
+__all__ = ["CellResult", "SelfGrade", "merge", "grade", "verify", "report", "main"]
+
+#: The line the grader's own last cell prints: the learner's answers as values, for :func:`verify`.
+EXPORT_PREFIX = "COURSE-GRADER-EXPORT "
+EXPORTED = ("ANSWER_STEPS", "ANSWER_EPOCHS", "ANSWER_GLOBAL_BATCH", "ANSWER_ALLREDUCE_BYTES", "MEASURE_MEAN",
+            "MEASURE_CI95", "MEASURE_VERDICT")
+_EXPORT_CELL = (
+    "import json as _course_json\n"
+    "_course_values = {_k: globals().get(_k) for _k in %r}\n"
+    "print(%r + _course_json.dumps({_k: _v if isinstance(_v, (int, float, str)) and not isinstance(_v, bool) "
+    "else None for _k, _v in _course_values.items()}))" % (EXPORTED, EXPORT_PREFIX))
 
 
 @dataclass
@@ -140,7 +150,42 @@ def _score(executed: Any, tests_nb: Any) -> SelfGrade:
     return result
 
 
-def grade(notebook: Path, tests: Path, *, timeout: float = 1800, sandbox: Any = None) -> SelfGrade:
+def _exported(executed: Any) -> dict[str, Any]:
+    for output in (executed.cells[-1].get("outputs", []) if executed.cells else []):
+        for line in str(output.get("text", "")).splitlines():
+            if line.startswith(EXPORT_PREFIX):
+                try:
+                    return dict(json.loads(line[len(EXPORT_PREFIX):]))
+                except ValueError:
+                    return {}
+    return {}
+
+
+def verify(values: dict[str, Any], work: Path, *, code_grade: Any = None) -> dict[str, Any]:
+    """The grader's own verdicts, computed OUTSIDE the submission's kernel (which may have patched anything in it:
+    the checks, ``builtins``, IPython's exception handler): each concept answer and the measure answers graded from
+    their values and the records left in ``work``, and the code task from ``code_grade`` (a launch of the
+    submission's script by the grader: :func:`course_lib.assessment.code.grade_code`, contained when grading
+    contains).
+
+    Returns:
+        ``{grade_id: Part}`` for every part it could judge.
+    """
+    from course_lib.assessment.concepts import QUESTIONS, grade_concept
+    from course_lib.assessment.measure import grade_measure
+
+    parts: dict[str, Any] = {}
+    for name in QUESTIONS:
+        parts[name] = grade_concept(name, values.get("ANSWER_" + name.removeprefix("concept_").upper()))
+    parts.update(grade_measure(work / "measure_runs.json", values.get("MEASURE_MEAN"), values.get("MEASURE_CI95"),
+                               values.get("MEASURE_VERDICT")))
+    if code_grade is not None:
+        parts.update(code_grade.parts)
+    return parts
+
+
+def grade(notebook: Path, tests: Path, *, timeout: float = 1800, sandbox: Any = None,
+          verify_outside: bool = True) -> SelfGrade:
     """Grade ``notebook`` (the learner's copy) with the tests of ``tests``.
 
     Args:
@@ -159,6 +204,11 @@ def grade(notebook: Path, tests: Path, *, timeout: float = 1800, sandbox: Any = 
     learner_nb = nbformat.reads(raw.decode(), as_version=4)
     tests_nb = nbformat.read(str(tests), as_version=4)
     merged, notes = merge(learner_nb, tests_nb)
+    import nbformat as _nbformat
+
+    export = _nbformat.v4.new_code_cell(_EXPORT_CELL)
+    export["id"] = "course-grader-export"
+    merged.cells.append(export)
     with tempfile.TemporaryDirectory(prefix="assess-") as scratch:
         work = Path(scratch) / "work"
         shutil.copytree(Path(notebook).parent, work, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
@@ -171,10 +221,30 @@ def grade(notebook: Path, tests: Path, *, timeout: float = 1800, sandbox: Any = 
             executed = merged
         else:
             executed = sandbox.execute(merged, work, timeout=timeout)
-    result = _score(executed, tests_nb)
+        result = _score(executed, tests_nb)
+        if verify_outside:
+            _apply(result, verify(_exported(executed), work, code_grade=_outside_code_grade(work, sandbox, timeout)))
     result.digest = hashlib.sha256(raw).hexdigest()
-    result.notes = notes
+    result.notes = notes + result.notes
     return result
+
+
+def _outside_code_grade(work: Path, sandbox: Any, timeout: float) -> Any:
+    """The code task graded by the grader's own launch of the script the notebook wrote (None: no script)."""
+    script = work / "tape_fmnist.py"
+    if sandbox is None or not script.is_file():  # self-paced: your own machine, your kernel's launch counts
+        return None
+    return sandbox.grade_code(script, work, timeout=timeout)
+
+
+def _apply(result: SelfGrade, outside: dict[str, Any]) -> None:
+    """A test cell keeps its points only if the grader's own verdict agrees (both must pass)."""
+    for grade_id, part in outside.items():
+        cell = result.cells.get(grade_id)
+        if cell is not None and cell.points > 0 and not part.passed:
+            result.cells[grade_id] = CellResult(grade_id, 0, cell.max_points,
+                                                f"the grader's own check (outside your kernel): {part.reason}")
+            result.notes.append(f"{grade_id}: your kernel's test passed but the grader's own check did not")
 
 
 def _rubric(course: Path) -> str:
