@@ -4,7 +4,8 @@
 #   make check  the fast tier for maintainers: lint, type-check and the quick unit tests
 #   make student  the learner edition in build/student/ (no instructor/, no tests/)
 #   make site     the course website in build/site/ (static HTML of the committed outputs, offline)
-#   make room     a JupyterHub for a room on this machine (as root; see classroom/README.md)
+#   make room     a JupyterHub for a room on this machine (as root; see classroom/README.md), with nbgrader
+#   make assess   grade your own copy of the assessment, unproctored (assessment/ddp/assessment.ipynb; README)
 #   make record   record every notebook for the course, each alone on a quiet machine (NB=05 or NB="03 05": those);
 #                 refuses, writing nothing, a run disturbed by other processes or other course runs (README)
 # Other targets: setup, doctor, notebooks (a development run: re-execute, refuse nothing), bench, clean.
@@ -97,7 +98,14 @@ site: setup
 # One server and workspace per learner (classroom/README.md), e.g.
 #   sudo COURSE_ROOM_USERS=ana,ben COURSE_ROOM_PASSWORD='a-long-password' make room
 ROOM_DATA := $(CURDIR)/build/room-data/tensorflow_datasets
+# nbgrader (requirements/assessment.txt) and its exchange, world-writable with the sticky bit as nbgrader needs;
+# the instructor's gradebook and course folder stay theirs alone (classroom/README.md, "Assessment").
+COURSE_ROOM_EXCHANGE ?= /srv/nbgrader/exchange
+export COURSE_ROOM_EXCHANGE
 room: setup student
+	$(PY) -m pip install -q -r requirements/assessment.txt -c requirements/constraints.txt
+	@mkdir -p $(COURSE_ROOM_EXCHANGE) && chmod 1777 $(COURSE_ROOM_EXCHANGE)
+	@touch assessment/gradebook.db && chmod 0600 assessment/gradebook.db
 	@mkdir -p $(ROOM_DATA)
 	@TFDS_DATA_DIR=$(ROOM_DATA) $(PY) -m course_lib prepare-data
 	@chmod -R a+rX $(CURDIR)/build/room-data

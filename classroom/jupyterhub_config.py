@@ -154,6 +154,10 @@ c.Spawner.environment = {
     "TF_CPP_MIN_LOG_LEVEL": "2",
     "COURSE_SLOTS_DIR": os.environ.get("COURSE_SLOTS_DIR", "/tmp/course-slots"),  # one queue for the room
 }
+# nbgrader (make room installs it, requirements/assessment.txt): the Assignments tab fetches and submits through
+# this exchange (classroom/README.md, "Assessment").
+c.Spawner.environment["JUPYTER_CONFIG_PATH"] = str(COURSE / "classroom" / "nbgrader-learner")
+c.Spawner.environment["COURSE_ROOM_EXCHANGE"] = os.environ.get("COURSE_ROOM_EXCHANGE", "/srv/nbgrader/exchange")
 if os.environ.get("COURSE_SLOTS"):   # the instructor keeps only the first N cores for learners' runs
     c.Spawner.environment["COURSE_SLOTS"] = os.environ["COURSE_SLOTS"]
 if TFDS.is_dir():

@@ -262,7 +262,7 @@ def report(result: SelfGrade, *, course: Path, notebook: Path, stamp: str, today
     auto_total = result.max_score
     pass_mark = round(spec.PASS_MARK * auto_total / sum(spec.POINTS.values()))
     passed = result.score >= pass_mark
-    lines = ["UNPROCTORED SELF-ASSESSMENT: you graded your own work on your own machine; nobody watched.",
+    lines = ["UNPROCTORED SELF-ASSESSMENT: this grade was not proctored; nobody watched the work being done.",
              f"notebook: {notebook}", ""]
     lines += [f"score: {result.score:g} / {auto_total:g} autograded points (pass mark {pass_mark}): "
               f"{'PASS' if passed else 'NOT YET'}", ""]
@@ -290,6 +290,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tests", type=Path, default=course / "assessment" / "tests" / "ddp" / "assessment.ipynb")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per cell")
     parser.add_argument("--record", type=Path, default=None, help="also write the report to this file")
+    parser.add_argument("--sandbox", metavar="USER", default=None,
+                        help="contain the submission (root only): run it as this dedicated grading user in its own "
+                        "namespaces (course_lib.assessment.sandbox), for an instructor grading learners' work")
     args = parser.parse_args(argv)
     for path, what in ((args.notebook, "your notebook"), (args.tests, "the assessment's tests")):
         if not path.is_file():
@@ -301,7 +304,12 @@ def main(argv: list[str] | None = None) -> int:
     from course_lib.environment.machine import stamp
 
     print(f"grading {args.notebook} (it runs the whole notebook: several minutes) ...", flush=True)
-    result = grade(args.notebook, args.tests, timeout=args.timeout)
+    box = None
+    if args.sandbox:
+        from course_lib.assessment.sandbox import Sandbox
+
+        box = Sandbox(args.sandbox)
+    result = grade(args.notebook, args.tests, timeout=args.timeout, sandbox=box)
     text = report(result, course=course, notebook=args.notebook, stamp=stamp())
     print(text)
     if args.record:
