@@ -529,3 +529,20 @@ def test_edition_holds_the_assessment_as_released_with_its_tests_and_rubric(edit
     assert not (edition / "assessment" / "source").exists()
     assert "\nassess: setup\n" in (edition / "Makefile").read_text()
     assert "make assess" in (edition / "README.md").read_text()
+
+
+def test_no_line_of_the_assessments_reference_solution_in_the_edition(edition: Path) -> None:
+    """Each line the reference solution adds to the starter (instructor/assessment/tape_fmnist_solution.py) is absent
+    from every file of the learner edition, and so are the source notebook's concept answers."""
+    solution = (ROOT / "instructor" / "assessment" / "tape_fmnist_solution.py").read_text().splitlines()
+    def bare(line: str) -> str:
+        return " ".join(line.split("#")[0].split())
+
+    starter = {bare(line) for line in (ROOT / "assessment" / "starter_tape_fmnist.py").read_text().splitlines()}
+    added = [bare(line) for line in solution if bare(line) not in starter]
+    lessons = " ".join(_readable(p) for folder in ("source_code", "course_lib", "notebooks")
+                       for p in (ROOT / folder).rglob("*") if p.is_file() and p.suffix in TEXT_SUFFIXES)
+    added = [line for line in added if len(line) > 25 and line not in lessons]  # not what a lesson teaches anyway
+    assert len(added) >= 3, "the solution changed shape: update this test"
+    found = _occurrences(edition, added + ["ANSWER_STEPS = 118", "ANSWER_ALLREDUCE_BYTES = 7_200_000"])
+    assert not found, found
