@@ -12,7 +12,6 @@ c = get_config()  # noqa: F821  (nbgrader's config loader defines it)
 c.CourseDirectory.course_id = "dl-course"
 c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
 c.CourseDirectory.db_url = "sqlite:///" + os.path.join(c.CourseDirectory.root, "gradebook.db")
-c.CourseDirectory.db_assignments = [dict(name="ddp")]
 c.Exchange.root = os.environ.get("COURSE_ROOM_EXCHANGE", "/srv/nbgrader/exchange")
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 # The code task's launch and the measure task's rounds run real multi-process trainings.

@@ -200,3 +200,21 @@ def test_filling_the_memory_kills_the_kernel_not_the_grader(sandbox, tmp_path: P
 def test_megabytes_of_output_are_cut(sandbox, tmp_path: Path, contained: bool) -> None:
     out = _run(sandbox, "for _ in range(400):\n    print('y' * 50_000)", tmp_path, contained)
     assert (len(out) < 600_000 and "output cut" in out) if contained else len(out) > 10_000_000
+
+
+@pytest.mark.horovod
+@pytest.mark.requires("horovodrun")
+@pytest.mark.parametrize("script, points", [("instructor/assessment/tape_fmnist_solution.py", 40),
+                                            ("assessment/starter_tape_fmnist.py", 0)])
+def test_the_code_task_graded_contained(sandbox, tmp_path: Path, script: str, points: int) -> None:
+    """The grader's own launch, contained: horovodrun and both ranks as the grading user on the namespace's
+    loopback, the grader as its first process; the solution gets every code point, the starter none."""
+    import shutil
+
+    box = Sandbox(USER, limits=Limits())  # a training run: the default limits (6 GiB, 256 processes)
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copy(ROOT / script, work / "tape_fmnist.py")
+    grade = box.grade_code(work / "tape_fmnist.py", work, timeout=900)
+    assert sum(p.points for p in grade.parts.values()) == points, grade.summary()
+    assert not [p for p in psutil.process_iter(["username"]) if p.info["username"] == USER]

@@ -34,7 +34,16 @@ from typing import Any, Sequence
 __all__ = ["Limits", "Sandbox", "SandboxResult", "PASSED_ENV", "ensure_user", "remove_user"]
 
 #: The only variables a contained command sees (besides HOME, PATH, LANG and what the caller adds explicitly).
-PASSED_ENV = ("TFDS_DATA_DIR", "COURSE_DATA_DIR", "TF_CPP_MIN_LOG_LEVEL", "TF_USE_LEGACY_KERAS")
+PASSED_ENV = ("COURSE_TFDS_DIR", "TFDS_DATA_DIR", "COURSE_DATA_DIR", "TF_CPP_MIN_LOG_LEVEL", "TF_USE_LEGACY_KERAS")
+
+
+def _data_dir() -> str | None:
+    """The grader's prepared Fashion-MNIST folder (:func:`course_lib.training.data.resolve_data_dir`), if it exists:
+    the submission reads it, read-only, instead of preparing its own copy."""
+    from course_lib.training.data import resolve_data_dir
+
+    folder = resolve_data_dir()
+    return str(folder) if folder.is_dir() else None
 
 _SETUP = r"""
 set -eu
@@ -191,6 +200,7 @@ class Sandbox:
                  str(Path(os.path.realpath(sys.executable)).parent.parent),
                  str(course / "course_lib"), str(course / "source_code"), str(course / "pyproject.toml")]
         paths += [os.environ[v] for v in ("TFDS_DATA_DIR", "COURSE_DATA_DIR") if os.environ.get(v)]
+        paths += [folder for folder in [_data_dir()] if folder]
         paths += [os.path.realpath(p) for p in paths]  # a linked venv: the link and what it points to
         return list(dict.fromkeys(paths))
 
@@ -199,6 +209,8 @@ class Sandbox:
                "COURSE_SLOTS_DIR": "/tmp/course-slots", "MPLCONFIGDIR": "/tmp/mpl",
                "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
         env.update({v: os.environ[v] for v in PASSED_ENV if v in os.environ})
+        if _data_dir():
+            env["COURSE_TFDS_DIR"] = str(_data_dir())
         env.update(self.extra_env)
         return " ".join(shlex.quote(f"{k}={v}") for k, v in env.items())
 
