@@ -169,6 +169,25 @@ def test_each_planted_mistake_loses_its_part(tmp_path: Path, mistake, part: str)
     assert grade.parts[part].points == 0
 
 
+def _one_process_prints_both_ranks(run, folder):
+    """A single process (tagged rank 0 by the launcher) prints every rank's lines: text shaped like rank 1's."""
+    run.events = [(0, e) for _, e in run.events]
+
+
+@pytest.mark.parametrize("trust", [True, False])
+def test_lines_printed_for_another_rank_do_not_count(tmp_path: Path, trust: bool, monkeypatch) -> None:
+    run = _good_run(tmp_path)
+    _one_process_prints_both_ranks(run, tmp_path)
+    if not trust:  # without the filter the spoofed lines pass: this is what trusted() is for
+        monkeypatch.setattr(code, "trusted", lambda r: r)
+    grade = _grade(run, tmp_path)
+    failed = {n for n, p in grade.parts.items() if not p.passed}
+    if trust:
+        assert {"code_weights", "code_coverage", "code_lr_rule"} <= failed
+    else:  # the weights and the coverage read the ranks the lines claim
+        assert not {"code_weights", "code_coverage"} & failed
+
+
 def test_over_the_time_limit_loses_the_time_part_only(tmp_path: Path) -> None:
     grade = _grade(_good_run(tmp_path), tmp_path, launch_s=301.0)
     assert [n for n, p in grade.parts.items() if not p.passed] == ["code_time"]

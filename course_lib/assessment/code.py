@@ -20,7 +20,8 @@ watchdog) and returns one :class:`Part` per graded property:
 ``code_accuracy``
     rank 0's final test accuracy is at least the pilot's threshold (:mod:`course_lib.assessment.spec`);
 ``code_time``
-    the launch finished within the time limit (a multiple of the solution's, scaled by the speed probe).
+    the run finished within the time limit (a multiple of the solution's, scaled by the speed probe), timed from its
+    start (after any wait for the machine's slots) to its end.
 
 A launch that fails or runs out of time fails every part, with the tail of the failing rank as the reason.
 
@@ -42,7 +43,7 @@ from typing import Any, Callable
 
 from course_lib.assessment import spec
 
-__all__ = ["Part", "CodeGrade", "grade_code", "grade_run", "assert_part"]
+__all__ = ["Part", "CodeGrade", "grade_code", "grade_run", "trusted", "assert_part"]
 
 
 @dataclass(frozen=True)
@@ -152,10 +153,30 @@ def _accuracy(run: Any, threshold: float) -> Part:
                  f"lowest over its pilot seeds minus {spec.ACCURACY_MARGIN})")
 
 
+def trusted(run: Any) -> Any:
+    """The run as its processes really printed it: an event that names a rank (``digest``, ``consumed``, ``lr``)
+    counts only when it came from that rank (the launcher tags every line with the rank that printed it), so one
+    process cannot print the lines of a rank that never ran (text shaped like another rank's output)."""
+    from types import SimpleNamespace
+
+    events = [(rank, e) for rank, e in run.events if "rank" not in e or _as_int(e.get("rank")) == rank]
+    digests = {rank: str(e.get("digest")) for rank, e in events if e.get("event") == "digest"}
+    return SimpleNamespace(events=events, digests=digests, result=getattr(run, "result", None),
+                           log=list(getattr(run, "log", [])), command=list(getattr(run, "command", [])))
+
+
+def _as_int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
 def grade_run(run: Any, checkpoint_dir: Path, *, threshold: float, time_limit_s: float,
               launch_s: float) -> CodeGrade:
-    """Judge a finished run (the launcher's ``RunResult``) against every code part."""
+    """Judge a finished run (the launcher's ``RunResult``) against every code part, from its :func:`trusted` lines."""
     grade = CodeGrade(run=run, threshold=threshold, time_limit_s=time_limit_s, launch_s=launch_s)
+    run = trusted(run)
     weights = _weights(run)
     parts = [weights, _coverage(run), _checkpoints(run, checkpoint_dir), _lr_rule(run), _accuracy(run, threshold),
              _part("code_time", launch_s <= time_limit_s,
@@ -205,8 +226,10 @@ def grade_code(script: str | os.PathLike[str], *, time_limit: float | None = Non
             grade.parts = {name: Part(name, 0, points, why) for name, points in spec.POINTS.items()
                            if name.startswith("code_")}
             return grade
+        # The run's own time (RunResult.duration_s: from its start to its end, clean-up included), not the wait
+        # for slots before it: a busy room must not cost a learner the time part.
         return grade_run(run, Path(folder), threshold=pilot.threshold, time_limit_s=time_limit,
-                         launch_s=time.monotonic() - start)
+                         launch_s=run.duration_s)
 
 
 def assert_part(grade: "CodeGrade | dict[str, Part] | Part", name: str) -> None:

@@ -198,7 +198,8 @@ class Sandbox:
         course = Path(__file__).resolve().parents[2]
         paths = ["/usr", "/bin", "/lib", "/lib64", "/sbin", "/etc", sys.prefix, sys.base_prefix,
                  str(Path(os.path.realpath(sys.executable)).parent.parent),
-                 str(course / "course_lib"), str(course / "source_code"), str(course / "pyproject.toml")]
+                 str(course / "course_lib"), str(course / "source_code"), str(course / "pyproject.toml"),
+                 str(course / "assessment" / "pilot.json")]
         paths += [os.environ[v] for v in ("TFDS_DATA_DIR", "COURSE_DATA_DIR") if os.environ.get(v)]
         paths += [folder for folder in [_data_dir()] if folder]
         paths += [os.path.realpath(p) for p in paths]  # a linked venv: the link and what it points to
