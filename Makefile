@@ -99,13 +99,13 @@ site: setup
 #   sudo COURSE_ROOM_USERS=ana,ben COURSE_ROOM_PASSWORD='a-long-password' make room
 ROOM_DATA := $(CURDIR)/build/room-data/tensorflow_datasets
 # nbgrader (requirements/assessment.txt) and its exchange, world-writable with the sticky bit as nbgrader needs;
-# the instructor's gradebook and course folder stay theirs alone (classroom/README.md, "Assessment").
+# the instructor's gradebook (created 0600 by the first command block) and course folder stay theirs alone
+# (classroom/README.md, "Assessment").
 COURSE_ROOM_EXCHANGE ?= /srv/nbgrader/exchange
 export COURSE_ROOM_EXCHANGE
 room: setup student
 	$(PY) -m pip install -q -r requirements/assessment.txt -c requirements/constraints.txt
 	@mkdir -p $(COURSE_ROOM_EXCHANGE) && chmod 1777 $(COURSE_ROOM_EXCHANGE)
-	@touch assessment/gradebook.db && chmod 0600 assessment/gradebook.db
 	@mkdir -p $(ROOM_DATA)
 	@TFDS_DATA_DIR=$(ROOM_DATA) $(PY) -m course_lib prepare-data
 	@chmod -R a+rX $(CURDIR)/build/room-data

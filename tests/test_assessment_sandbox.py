@@ -218,3 +218,27 @@ def test_the_code_task_graded_contained(sandbox, tmp_path: Path, script: str, po
     grade = box.grade_code(work / "tape_fmnist.py", work, timeout=900)
     assert sum(p.points for p in grade.parts.values()) == points, grade.summary()
     assert not [p for p in psutil.process_iter(["username"]) if p.info["username"] == USER]
+
+
+@pytest.mark.horovod
+@pytest.mark.requires("horovodrun")
+def test_the_assessment_graded_contained_end_to_end(sandbox, tmp_path: Path) -> None:
+    """The instructor's contained grading of one submission (classroom/README.md, ``selfgrade --sandbox``): the
+    whole solved notebook runs in the sandbox (its code launch and the measure task's 4 launches on the namespace's
+    loopback), then the grader checks the answers outside the kernel and re-launches the code task contained."""
+    from course_lib.assessment import selfgrade
+    from course_lib.assessment.release import graded_copy
+    from test_assessment_launch import _solved_learner_copy
+
+    edition = tmp_path / "course"
+    (edition / "assessment" / "ddp").mkdir(parents=True)
+    source = nbformat.read(ROOT / "assessment" / "source" / "ddp" / "assessment.ipynb", as_version=4)
+    from course_lib.assessment.release import release
+
+    nbformat.write(release(source), edition / "assessment" / "ddp" / "assessment.ipynb")
+    nbformat.write(graded_copy(source), tmp_path / "tests.ipynb")
+    notebook = _solved_learner_copy(edition)
+    result = selfgrade.grade(notebook, tmp_path / "tests.ipynb", timeout=900,
+                             sandbox=Sandbox(USER, limits=Limits()))
+    assert result.score == 80, {k: v.reason for k, v in result.cells.items() if v.reason}
+    assert not [p for p in psutil.process_iter(["username"]) if p.info["username"] == USER]
