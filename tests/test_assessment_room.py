@@ -113,7 +113,7 @@ def test_the_readme_cycle_with_two_learners(learners: dict[str, str], tmp_path: 
     opened = _open_for_traversal([nbgrader, python, exchange / "dl-course"])
     try:
         run_block(0)  # the gradebook, generate, release
-    assert stat.S_IMODE(os.stat(course / "assessment" / "gradebook.db").st_mode) == 0o600
+        assert stat.S_IMODE(os.stat(course / "assessment" / "gradebook.db").st_mode) == 0o600
         for name, user in learners.items():  # each learner: fetch, answer, submit (as that Unix user)
             home = Path(pwd.getpwnam(user).pw_dir)
             learner_env = {"HOME": str(home), "PATH": os.environ["PATH"], "COURSE_ROOM_EXCHANGE": str(exchange),
