@@ -276,3 +276,19 @@ def test_rubric_has_partial_credit_and_sums_to_the_written_points() -> None:
     assert sum(int(r[2]) for r in rows) == spec.POINTS["written_answer"]
     assert "half marks" in text and "## Instructors only" in text
     assert hashlib.sha256(text.encode()).hexdigest()  # read, not empty
+
+
+def test_outputs_are_cut_at_the_limit() -> None:
+    from course_lib.assessment.run_notebook import cap_outputs
+
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("print")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="y" * 5000),
+                    nbformat.v4.new_output("stream", name="stdout", text="z" * 5000)]
+    small = nbformat.v4.new_code_cell("print")
+    small.outputs = [nbformat.v4.new_output("stream", name="stdout", text="ok")]
+    nb.cells = [cell, small]
+    assert cap_outputs(nb, 6000) == 1
+    assert sum(len(o["text"]) for o in cell.outputs[:-1]) == 6000 and "output cut" in cell.outputs[-1]["text"]
+    assert small.outputs[0]["text"] == "ok"
+    nbformat.validate(nb)

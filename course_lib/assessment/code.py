@@ -30,18 +30,27 @@ Introduced in assessment/source/ddp/assessment.ipynb.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import json
 import math
 import os
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable
 
 from course_lib.assessment import spec
+from course_lib.assessment.run_notebook import harden
+from course_lib.environment.machine import speed_probe
+from course_lib.lessons.common.coverage import check_coverage
+from course_lib.lessons.horovod.checks import check_horovod_run  # notebook 03's check, reused
+from course_lib.runner.launch import LaunchError, RunFailedError, run_horovod
+from course_lib.training.schedules import scaled_lr
 
 __all__ = ["Part", "CodeGrade", "grade_code", "grade_run", "trusted", "assert_part"]
 
@@ -83,8 +92,6 @@ def _part(name: str, ok: bool, reason: str) -> Part:
 
 
 def _weights(run: Any) -> Part:
-    from course_lib.lessons.horovod.checks import check_horovod_run  # notebook 03's check, reused
-
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         ok = check_horovod_run(run, workers=spec.WORKERS)
@@ -92,8 +99,6 @@ def _weights(run: Any) -> Part:
 
 
 def _coverage(run: Any) -> Part:
-    from course_lib.lessons.common.coverage import check_coverage
-
     train_size = int(spec.SCRIPT_ARGS[spec.SCRIPT_ARGS.index("--train-subset") + 1])
     cov = check_coverage(run, train_size=train_size, readers=spec.WORKERS)
     epochs = int(spec.SCRIPT_ARGS[spec.SCRIPT_ARGS.index("--epochs") + 1])
@@ -125,8 +130,6 @@ def _checkpoints(run: Any, folder: Path) -> Part:
 
 
 def _lr_rule(run: Any) -> Part:
-    from course_lib.training.schedules import scaled_lr
-
     args = list(spec.SCRIPT_ARGS)
     base, optimizer = float(args[args.index("--lr") + 1]), args[args.index("--optimizer") + 1]
     expected = scaled_lr(optimizer, base, spec.WORKERS)
@@ -157,8 +160,6 @@ def trusted(run: Any) -> Any:
     """The run as its processes really printed it: an event that names a rank (``digest``, ``consumed``, ``lr``)
     counts only when it came from that rank (the launcher tags every line with the rank that printed it), so one
     process cannot print the lines of a rank that never ran (text shaped like another rank's output)."""
-    from types import SimpleNamespace
-
     events = [(rank, e) for rank, e in run.events if "rank" not in e or _as_int(e.get("rank")) == rank]
     digests = {rank: str(e.get("digest")) for rank, e in events if e.get("event") == "digest"}
     return SimpleNamespace(events=events, digests=digests, result=getattr(run, "result", None),
@@ -204,9 +205,6 @@ def grade_code(script: str | os.PathLike[str], *, time_limit: float | None = Non
     Returns:
         The :class:`CodeGrade`; a launch that failed or timed out has every part at 0 with the reason.
     """
-    from course_lib.environment.machine import speed_probe
-    from course_lib.runner.launch import LaunchError, RunFailedError, run_horovod
-
     pilot = spec.load_pilot()
     if time_limit is None:
         time_limit = spec.time_limit_s(pilot, speed_probe() if speed_probe_s is None else speed_probe_s)
@@ -249,11 +247,6 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m course_lib.assessment.code SCRIPT [--result-fd N]``: grade the code task, print (or write to the
     pipe ``N``) its parts as JSON. Run by :meth:`course_lib.assessment.sandbox.Sandbox.grade_code` as the sandbox's
     first process, hardened against the script it launches (:func:`course_lib.assessment.run_notebook.harden`)."""
-    import argparse
-    import sys
-
-    from course_lib.assessment.run_notebook import harden
-
     parser = argparse.ArgumentParser(description="Grade the assessment's code task.")
     parser.add_argument("script")
     parser.add_argument("--result-fd", type=int, default=None)

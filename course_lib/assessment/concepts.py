@@ -17,6 +17,8 @@ from typing import Any
 
 from course_lib.assessment import spec
 from course_lib.assessment.code import Part
+from course_lib.lessons.common.ring import ring_factor
+from course_lib.training.epochs import epoch_arithmetic
 
 __all__ = ["Question", "QUESTIONS", "expected", "grade_concept"]
 
@@ -50,9 +52,6 @@ QUESTIONS = {
 
 def expected(name: str) -> float:
     """The answer to question ``name``, computed with the course's functions."""
-    from course_lib.lessons.common.ring import ring_factor
-    from course_lib.training.epochs import epoch_arithmetic
-
     if name == "concept_steps":
         return float(epoch_arithmetic(60_000, 128, 4)["steps_per_epoch"])
     if name == "concept_epochs":

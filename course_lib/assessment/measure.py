@@ -1,7 +1,7 @@
 """The measure task: the learner's run records, saved; the grader's own recomputation of their efficiency.
 
 The learner launches, in alternating rounds (:func:`course_lib.lessons.common.paired_runs.round_order`), a 2-worker
-Horovod run of ``source_code/horovod_fmnist.py`` and its bound (:func:`course_lib.runner.bound.run_bound`),
+Horovod run of ``source_code/horovod_fmnist.py`` and its bound (:func:`course_lib.runner.multiworker.run_bound`),
 saves the launches with :func:`save_rounds`, and reports the distribution efficiency (mean and 95 % half-width,
 :func:`course_lib.lessons.common.paired_runs.launch_ratio`) and the verdict of "is it at least
 :data:`EFFICIENCY_GOAL`?" (``"True"``, ``"False"`` or ``"cannot tell"``: :meth:`Paired.at_least`). The grader never
@@ -22,8 +22,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Sequence
 
-from course_lib.assessment.code import Part
 from course_lib.assessment import spec
+from course_lib.assessment.code import Part
+from course_lib.lessons.common.paired_runs import launch_ratio
 
 __all__ = ["EFFICIENCY_GOAL", "MIN_ROUNDS", "MEAN_TOLERANCE", "save_rounds", "load_rounds", "recompute",
            "grade_measure"]
@@ -73,7 +74,7 @@ def _problems(rounds: list[tuple[SimpleNamespace, SimpleNamespace]]) -> list[str
         copies = sorted({rank for rank, e in bound.events if e.get("event") == "config"})
         if copies != list(range(spec.WORKERS)):
             found.append(f"round {index}: the bound has copies {copies}, expected {spec.WORKERS} "
-                         "(course_lib.runner.bound.run_bound with the run's plan)")
+                         "(course_lib.runner.multiworker.run_bound with the run's plan)")
             continue
         bound_config = next(e for rank, e in bound.events if rank == 0 and e.get("event") == "config")
         for key in ("per_worker_batch", "steps_per_epoch"):
@@ -85,8 +86,6 @@ def _problems(rounds: list[tuple[SimpleNamespace, SimpleNamespace]]) -> list[str
 
 def recompute(path: str | os.PathLike[str]) -> tuple[Any, list[str]]:
     """The grader's efficiency from the records (a ``Paired``, or ``None``) and what is wrong with them."""
-    from course_lib.lessons.common.paired_runs import launch_ratio
-
     try:
         rounds = load_rounds(path)
     except (OSError, ValueError, KeyError, TypeError) as exc:

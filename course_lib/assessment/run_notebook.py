@@ -18,6 +18,9 @@ import os
 import signal
 import sys
 
+import nbformat
+from nbclient import NotebookClient
+
 __all__ = ["harden", "cap_outputs", "main"]
 
 _PR_SET_DUMPABLE = 4
@@ -39,8 +42,6 @@ def harden(result_fd: int | None) -> None:
 
 def cap_outputs(nb: object, max_bytes: int) -> int:
     """Truncate each cell's outputs to ``max_bytes`` of text in all; returns how many cells were cut."""
-    import nbformat
-
     cut = 0
     for cell in getattr(nb, "cells", []):
         used, kept = 0, []
@@ -72,9 +73,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-output-kb", type=int, default=256)
     args = parser.parse_args(argv)
     harden(args.result_fd)
-    import nbformat
-    from nbclient import NotebookClient
-
     nb = nbformat.read(args.notebook, as_version=4)
     client = NotebookClient(nb, timeout=args.timeout, kernel_name="python3", allow_errors=True,
                             resources={"metadata": {"path": os.path.dirname(os.path.abspath(args.notebook))}})

@@ -18,6 +18,7 @@ Introduced in assessment/source/ddp/assessment.ipynb (the room's grading, classr
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import shlex
@@ -31,6 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+import nbformat
+
+from course_lib.assessment import spec
+from course_lib.assessment.code import CodeGrade, Part
+from course_lib.runner.procs.watchdog import end_tree
+from course_lib.training.data import resolve_data_dir
+
 __all__ = ["Limits", "Sandbox", "SandboxResult", "PASSED_ENV", "ensure_user", "remove_user"]
 
 #: The only variables a contained command sees (besides HOME, PATH, LANG and what the caller adds explicitly).
@@ -40,8 +48,6 @@ PASSED_ENV = ("COURSE_TFDS_DIR", "TFDS_DATA_DIR", "COURSE_DATA_DIR", "TF_CPP_MIN
 def _data_dir() -> str | None:
     """The grader's prepared Fashion-MNIST folder (:func:`course_lib.training.data.resolve_data_dir`), if it exists:
     the submission reads it, read-only, instead of preparing its own copy."""
-    from course_lib.training.data import resolve_data_dir
-
     folder = resolve_data_dir()
     return str(folder) if folder.is_dir() else None
 
@@ -222,8 +228,6 @@ class Sandbox:
         Returns:
             The :class:`SandboxResult`; a timed-out command's processes are all ended first.
         """
-        from course_lib.runner.procs.watchdog import end_tree
-
         work = Path(work).resolve()
         for path in [work, *work.rglob("*")]:
             os.lchown(path, self.uid, self.gid)
@@ -270,11 +274,6 @@ class Sandbox:
         """The code task graded contained: :func:`course_lib.assessment.code.grade_code` as the sandbox's first
         process, the script and its ranks as the grading user. Returns a ``CodeGrade`` (every part 0 with the
         reason when the grading itself did not finish)."""
-        import json
-
-        from course_lib.assessment import spec
-        from course_lib.assessment.code import CodeGrade, Part
-
         result, raw = self._with_result_pipe([sys.executable, "-m", "course_lib.assessment.code", str(script)],
                                              Path(work), timeout)
         grade = CodeGrade()
@@ -290,8 +289,6 @@ class Sandbox:
         """Execute notebook ``nb`` contained (kernel and all), in ``work``; returns the executed notebook (each
         cell's outputs capped by :mod:`course_lib.assessment.run_notebook`), or ``nb`` with an error on the first
         cell that did not run when the whole execution was stopped."""
-        import nbformat
-
         work = Path(work)
         nbformat.write(nb, work / ".graded.ipynb")
         result, raw = self._with_result_pipe([sys.executable, "-m", "course_lib.assessment.run_notebook",

@@ -28,6 +28,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import nbformat
+from nbclient import NotebookClient
+
+from course_lib.assessment import spec
+from course_lib.assessment.concepts import QUESTIONS, grade_concept
+from course_lib.assessment.measure import grade_measure
+from course_lib.assessment.sandbox import Sandbox
+from course_lib.environment.machine import stamp
+
 __all__ = ["CellResult", "SelfGrade", "merge", "grade", "verify", "report", "main"]
 
 #: The line the grader's own last cell prints: the learner's answers as values, for :func:`verify`.
@@ -171,9 +180,6 @@ def verify(values: dict[str, Any], work: Path, *, code_grade: Any = None) -> dic
     Returns:
         ``{grade_id: Part}`` for every part it could judge.
     """
-    from course_lib.assessment.concepts import QUESTIONS, grade_concept
-    from course_lib.assessment.measure import grade_measure
-
     parts: dict[str, Any] = {}
     for name in QUESTIONS:
         parts[name] = grade_concept(name, values.get("ANSWER_" + name.removeprefix("concept_").upper()))
@@ -198,23 +204,17 @@ def grade(notebook: Path, tests: Path, *, timeout: float = 1800, sandbox: Any = 
     Returns:
         The :class:`SelfGrade`.
     """
-    import nbformat
-
     raw = Path(notebook).read_bytes()
     learner_nb = nbformat.reads(raw.decode(), as_version=4)
     tests_nb = nbformat.read(str(tests), as_version=4)
     merged, notes = merge(learner_nb, tests_nb)
-    import nbformat as _nbformat
-
-    export = _nbformat.v4.new_code_cell(_EXPORT_CELL)
+    export = nbformat.v4.new_code_cell(_EXPORT_CELL)
     export["id"] = "course-grader-export"
     merged.cells.append(export)
     with tempfile.TemporaryDirectory(prefix="assess-") as scratch:
         work = Path(scratch) / "work"
         shutil.copytree(Path(notebook).parent, work, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
         if sandbox is None:
-            from nbclient import NotebookClient
-
             client = NotebookClient(merged, timeout=timeout, kernel_name="python3", allow_errors=True,
                                     resources={"metadata": {"path": str(work)}})
             client.execute()
@@ -257,8 +257,6 @@ def _rubric(course: Path) -> str:
 
 def report(result: SelfGrade, *, course: Path, notebook: Path, stamp: str, today: _dt.date | None = None) -> str:
     """The text ``make assess`` prints: unproctored, score, parts missed and why, the rubric, the record."""
-    from course_lib.assessment import spec
-
     auto_total = result.max_score
     pass_mark = round(spec.PASS_MARK * auto_total / sum(spec.POINTS.values()))
     passed = result.score >= pass_mark
@@ -301,13 +299,9 @@ def main(argv: list[str] | None = None) -> int:
                      if what == "your notebook" else "run make student (the learner edition ships them)"),
                   file=sys.stderr)
             return 2
-    from course_lib.environment.machine import stamp
-
     print(f"grading {args.notebook} (it runs the whole notebook: several minutes) ...", flush=True)
     box = None
     if args.sandbox:
-        from course_lib.assessment.sandbox import Sandbox
-
         box = Sandbox(args.sandbox)
     result = grade(args.notebook, args.tests, timeout=args.timeout, sandbox=box)
     text = report(result, course=course, notebook=args.notebook, stamp=stamp())

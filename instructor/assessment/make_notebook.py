@@ -126,7 +126,7 @@ solution's time on this machine ({spec.POINTS['code_time']}; the last two count 
 ## Part 2: measure ({measure_points} points)
 
 Launch, in 2 or more alternating rounds (`course_lib.lessons.common.paired_runs.round_order`), a {spec.WORKERS}-worker
-Horovod run of `source_code/horovod_fmnist.py` (`run_horovod`) and its bound (`course_lib.runner.bound.run_bound`,
+Horovod run of `source_code/horovod_fmnist.py` (`run_horovod`) and its bound (`course_lib.runner.multiworker.run_bound`,
 the same arguments and workers), with `--json`, `--epochs 2` (the first epoch is warm-up), a per-worker batch of
 64 and a training subset of 4096. Save the launches with
 `course_lib.assessment.measure.save_rounds("measure_runs.json", [(run, bound), ...])`, compute the distribution
@@ -140,7 +140,7 @@ Then set `MEASURE_MEAN` and `MEASURE_CI95` (the efficiency and its 95 % half-wid
         code("from course_lib.assessment.measure import EFFICIENCY_GOAL, save_rounds\n"
              "from course_lib.lessons.common.efficiency import efficiency_line\n"
              "from course_lib.lessons.common.paired_runs import launch_ratio, round_order\n"
-             "from course_lib.runner.bound import run_bound\n"
+             "from course_lib.runner.multiworker import run_bound\n"
              "from course_lib.runner.launch import run_horovod\n\n"
              "SCRIPT = COURSE / \"source_code\" / \"horovod_fmnist.py\"\n"
              "ARGS = [\"--json\", \"--epochs\", \"2\", \"--batch-size\", \"64\", \"--train-subset\", \"4096\", "
