@@ -349,7 +349,10 @@ def add_assessment(dest: Path, root: Path = ROOT) -> None:
     and the written answer's rubric without its instructors-only part."""
     from course_lib.assessment.release import release, graded_copy
 
-    source = nbformat.read(root / "assessment" / "source" / "ddp" / "assessment.ipynb", as_version=4)
+    path = root / "assessment" / "source" / "ddp" / "assessment.ipynb"
+    if not path.is_file():  # a course without the assessment (a scratch copy in the tests)
+        return
+    source = nbformat.read(path, as_version=4)
     for folder, nb in (("ddp", release(source)), ("tests/ddp", graded_copy(source))):
         (dest / "assessment" / folder).mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, dest / "assessment" / folder / "assessment.ipynb")
