@@ -242,3 +242,40 @@ def test_the_assessment_graded_contained_end_to_end(sandbox, tmp_path: Path) -> 
                              sandbox=Sandbox(USER, limits=Limits()))
     assert result.score == 80, {k: v.reason for k, v in result.cells.items() if v.reason}
     assert not [p for p in psutil.process_iter(["username"]) if p.info["username"] == USER]
+
+
+def test_a_hostile_submission_is_graded_zero_with_a_reason_and_harms_nothing(sandbox, tmp_path: Path) -> None:
+    """One submission that tries everything at once, graded contained the way the room grades: it silences its own
+    test, reads another learner's submission, deletes the course and writes over the gradebook, and answers wrong.
+    Its part gets 0 with the reason the grader's own check gives; the gradebook, the other submission and the
+    course are intact."""
+    from course_lib.assessment import selfgrade
+    from test_assessment_selfgrade import _concept_tests_nb
+
+    gradebook, other = sandbox.secret / "gradebook.db", sandbox.secret / "submitted" / "ben" / "assessment.ipynb"
+    keep = sandbox.course / "source_code" / "keep.py"
+    attacks = [f"print(open({str(other)!r}).read())", f"import shutil; shutil.rmtree({str(keep.parent)!r})",
+               f"open({str(gradebook)!r}, 'w').write('all full marks')"]
+    hostile = "\n".join(["ANSWER_EPOCHS = 3",
+                         "get_ipython().set_custom_exc((BaseException,), lambda *args, **kwargs: None)"]
+                        + [f"try:\n    {attack}\nexcept OSError as e:\n    print('BLOCKED', type(e).__name__)"
+                           for attack in attacks])
+    learner = _concept_tests_nb()
+    learner.cells[0].source = hostile
+    (tmp_path / "me").mkdir()
+    nbformat.write(learner, tmp_path / "me" / "nb.ipynb")
+    nbformat.write(_concept_tests_nb(), tmp_path / "tests.ipynb")
+    executed = []
+    real_execute = sandbox.execute
+    sandbox.execute = lambda *a, **k: executed.append(real_execute(*a, **k)) or executed[-1]
+    try:
+        result = selfgrade.grade(tmp_path / "me" / "nb.ipynb", tmp_path / "tests.ipynb", timeout=60,
+                                 sandbox=sandbox)
+    finally:
+        del sandbox.execute
+    printed = "".join(str(o.get("text", "")) for o in executed[0].cells[0].outputs)
+    assert printed.count("BLOCKED") == 3, printed  # every attack was tried, and each failed
+    assert result.cells["concept_epochs"].points == 0
+    assert "dividing epochs" in result.cells["concept_epochs"].reason
+    assert gradebook.read_text() == "gradebook" and other.read_text() == "ben's answers"
+    assert keep.read_text() == "print('the course')\n"
