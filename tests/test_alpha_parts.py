@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from course_lib.lessons.communication import alpha_parts
+from course_lib.lessons.communication import alpha_growth, alpha_parts
 from course_lib.lessons.communication.transport import Figure
 
 
@@ -105,7 +105,7 @@ def _growth(three_rounds, hop_s=15e-6, cores=None, waited=None):
     w2, w3 = waited or (None, None)
     two = [[line([3.6e-3, 3.7e-3, 3.5e-3], w2)], [line([3.7e-3, 3.6e-3, 3.5e-3], w2)]]
     three = [[line(r, w3)] for r in three_rounds]
-    return alpha_parts.alpha_growth({2: two, 3: three}, hop_s=hop_s, cycle_ms=0.1, dispatch="function", nbytes=4096,
+    return alpha_growth.alpha_growth({2: two, 3: three}, hop_s=hop_s, cycle_ms=0.1, dispatch="function", nbytes=4096,
                                    cores=cores)
 
 
@@ -127,4 +127,4 @@ def test_alpha_at_3_processes_is_judged_against_the_ring_s_extra_hops():
     assert less.beyond_hops() is False and "less than" in less.sentence()
     assert far.sentence().startswith("measured: α is 3.60 ± ") and "≈ 0.030 ms on this transport" in far.sentence()
     with pytest.raises(ValueError, match="2 and 3 processes"):
-        alpha_parts.alpha_growth({2: []}, hop_s=1e-5, cycle_ms=0.1, dispatch="function", nbytes=4096)
+        alpha_growth.alpha_growth({2: []}, hop_s=1e-5, cycle_ms=0.1, dispatch="function", nbytes=4096)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import shlex
 import shutil
 import subprocess
@@ -36,6 +35,7 @@ import nbformat
 
 from course_lib.assessment import spec
 from course_lib.assessment.code import CodeGrade, Part
+from course_lib.assessment.confine import Limits, _Cgroup, ensure_user, remove_user
 from course_lib.runner.procs.watchdog import end_tree
 from course_lib.training.data import resolve_data_dir
 
@@ -76,16 +76,6 @@ exec chroot "$root" setpriv --reuid="$SANDBOX_UID" --regid="$SANDBOX_GID" --clea
 """
 
 
-@dataclass(frozen=True)
-class Limits:
-    """What one contained command may use."""
-
-    memory_mb: int = 6144
-    processes: int = 256
-    file_mb: int = 256
-    tmp_mb: int = 256
-
-
 @dataclass
 class SandboxResult:
     """How a contained command ended."""
@@ -99,82 +89,6 @@ class SandboxResult:
     notes: list[str] = field(default_factory=list)
 
 
-def ensure_user(name: str) -> tuple[int, int]:
-    """The dedicated grading user ``name`` (created as a system user without a home or shell if missing)."""
-    try:
-        entry = pwd.getpwnam(name)
-    except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
-        entry = pwd.getpwnam(name)
-    if entry.pw_uid == 0:
-        raise ValueError(f"{name} is root: a grading user must be unprivileged")
-    return entry.pw_uid, entry.pw_gid
-
-
-def remove_user(name: str) -> None:
-    """Remove the grading user ``name`` (nothing if there is none)."""
-    try:
-        pwd.getpwnam(name)
-    except KeyError:
-        return
-    subprocess.run(["userdel", name], check=False, capture_output=True)
-
-
-class _Cgroup:
-    """A cgroup for one contained command: v1 ``memory`` + ``pids`` controllers where mounted, else v2."""
-
-    def __init__(self, name: str, limits: Limits, base: Path = Path("/sys/fs/cgroup")) -> None:
-        self.dirs: list[Path] = []
-        v1 = (base / "memory").is_dir() and (base / "pids").is_dir()
-        if v1:
-            memory, pids = base / "memory" / name, base / "pids" / name
-            memory.mkdir()
-            pids.mkdir()
-            self.dirs = [memory, pids]
-            (memory / "memory.limit_in_bytes").write_text(str(limits.memory_mb << 20))
-            swap = memory / "memory.memsw.limit_in_bytes"
-            if swap.exists():
-                swap.write_text(str(limits.memory_mb << 20))
-            (pids / "pids.max").write_text(str(limits.processes))
-            self.memory_peak = memory / "memory.max_usage_in_bytes"
-        else:
-            group = base / name
-            group.mkdir()
-            self.dirs = [group]
-            (group / "memory.max").write_text(str(limits.memory_mb << 20))
-            (group / "pids.max").write_text(str(limits.processes))
-            self.memory_peak = group / "memory.peak"
-
-    def enter(self) -> None:
-        """Put the calling process (the child before it execs) into every controller's group."""
-        for folder in self.dirs:
-            (folder / "cgroup.procs").write_text(str(os.getpid()))
-
-    def pids(self) -> list[int]:
-        found: set[int] = set()
-        for folder in self.dirs:
-            try:
-                found.update(int(p) for p in (folder / "cgroup.procs").read_text().split())
-            except OSError:
-                pass
-        return sorted(found)
-
-    def peak_mb(self) -> float:
-        try:
-            return int(self.memory_peak.read_text()) / 2**20
-        except (OSError, ValueError):
-            return 0.0
-
-    def remove(self) -> None:
-        for folder in self.dirs:
-            for _ in range(50):
-                try:
-                    folder.rmdir()
-                    break
-                except OSError:
-                    time.sleep(0.1)
-
-
 class Sandbox:
     """Runs commands as ``user`` in fresh namespaces where only ``work`` is writable.
 
@@ -182,19 +96,19 @@ class Sandbox:
         user: The dedicated unprivileged user (see :func:`ensure_user`).
         readonly: Paths visible read-only at the same place (default: the system, this interpreter and venv, the
             course's ``course_lib`` and ``source_code``, and the data folders named in the environment).
-        limits: Memory, processes, file size, private ``/tmp``.
+        limits: Memory, processes, file size, private ``/tmp`` (default: ``Limits()``).
         env: Extra variables for the command (besides :data:`PASSED_ENV` taken from this process).
     """
 
     def __init__(self, user: str, *, readonly: Sequence[str | os.PathLike[str]] | None = None,
-                 limits: Limits = Limits(), env: dict[str, str] | None = None) -> None:
+                 limits: Limits | None = None, env: dict[str, str] | None = None) -> None:
         if os.geteuid() != 0:
             raise PermissionError("the grading sandbox needs root (it creates namespaces and drops to a grading "
                                   "user): run the grader with sudo")
         for tool in ("unshare", "setpriv", "chroot", "prlimit", "mount"):
             if shutil.which(tool) is None:
                 raise FileNotFoundError(f"{tool} is missing: install util-linux (Debian: apt-get install util-linux)")
-        self.user, self.limits, self.extra_env = user, limits, dict(env or {})
+        self.user, self.limits, self.extra_env = user, limits or Limits(), dict(env or {})
         self.uid, self.gid = ensure_user(user)
         self.readonly = [str(p) for p in (readonly if readonly is not None else self.default_readonly())]
 

@@ -18,20 +18,18 @@ from __future__ import annotations
 
 import argparse
 import copy
-import datetime as _dt
 import hashlib
 import json
 import shutil
 import sys
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import nbformat
 from nbclient import NotebookClient
 
-from course_lib.assessment import spec
+from course_lib.assessment.completion import CellResult, SelfGrade, report
 from course_lib.assessment.concepts import QUESTIONS, grade_concept
 from course_lib.assessment.measure import grade_measure
 from course_lib.assessment.sandbox import Sandbox
@@ -48,34 +46,6 @@ _EXPORT_CELL = (
     "_course_values = {_k: globals().get(_k) for _k in %r}\n"
     "print(%r + _course_json.dumps({_k: _v if isinstance(_v, (int, float, str)) and not isinstance(_v, bool) "
     "else None for _k, _v in _course_values.items()}))" % (EXPORTED, EXPORT_PREFIX))
-
-
-@dataclass
-class CellResult:
-    """One test cell's outcome."""
-
-    grade_id: str
-    points: float
-    max_points: float
-    reason: str = ""
-
-
-@dataclass
-class SelfGrade:
-    """Every test cell's outcome, the written answer's points (not scored), and the graded notebook's digest."""
-
-    cells: dict[str, CellResult] = field(default_factory=dict)
-    manual: dict[str, float] = field(default_factory=dict)
-    digest: str = ""
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def score(self) -> float:
-        return sum(c.points for c in self.cells.values())
-
-    @property
-    def max_score(self) -> float:
-        return sum(c.max_points for c in self.cells.values())
 
 
 def _nbg(cell: Any) -> dict:
@@ -245,39 +215,6 @@ def _apply(result: SelfGrade, outside: dict[str, Any]) -> None:
             result.cells[grade_id] = CellResult(grade_id, 0, cell.max_points,
                                                 f"the grader's own check (outside your kernel): {part.reason}")
             result.notes.append(f"{grade_id}: your kernel's test passed but the grader's own check did not")
-
-
-def _rubric(course: Path) -> str:
-    for path in (course / "assessment" / "rubric.md", course / "instructor" / "assessment" / "rubric.md"):
-        if path.is_file():
-            text = path.read_text()
-            return text.split("\n## Instructors only", 1)[0].strip()
-    return "(no rubric found)"
-
-
-def report(result: SelfGrade, *, course: Path, notebook: Path, stamp: str, today: _dt.date | None = None) -> str:
-    """The text ``make assess`` prints: unproctored, score, parts missed and why, the rubric, the record."""
-    auto_total = result.max_score
-    pass_mark = round(spec.PASS_MARK * auto_total / sum(spec.POINTS.values()))
-    passed = result.score >= pass_mark
-    lines = ["UNPROCTORED SELF-ASSESSMENT: this grade was not proctored; nobody watched the work being done.",
-             f"notebook: {notebook}", ""]
-    lines += [f"score: {result.score:g} / {auto_total:g} autograded points (pass mark {pass_mark}): "
-              f"{'PASS' if passed else 'NOT YET'}", ""]
-    missed = [c for c in result.cells.values() if c.points < c.max_points]
-    lines.append("parts missed:" if missed else "parts missed: none")
-    lines += [f"  - {c.grade_id} (0 of {c.max_points:g}): {c.reason}" for c in missed]
-    for note in result.notes:
-        lines.append(f"  note: {note}")
-    for grade_id, points in result.manual.items():
-        lines += ["", f"{grade_id} ({points:g} points): NOT SCORED here (an instructor grades it). Judge your answer "
-                  "against the rubric:", _rubric(course)]
-    record = {"record": "self-issued completion record (NOT a certificate: unproctored, self-graded)",
-              "date": (today or _dt.date.today()).isoformat(),
-              "score": f"{result.score:g}/{auto_total:g} autograded", "result": "pass" if passed else "not yet",
-              "machine": stamp, "notebook_sha256": result.digest}
-    lines += ["", "completion record (self-issued, not a certificate):", json.dumps(record, indent=1)]
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,6 +13,7 @@ Introduced in notebooks/05_communication.ipynb (its scripts, transport_probe.py 
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 from typing import Callable
@@ -90,8 +91,6 @@ def ring_allreduce(sock: socket.socket, rank: int, data: np.ndarray, scratch: np
 def runqueue_wait_s() -> float:
     """Seconds this process's threads have waited for a core so far (Linux: ``/proc/self/task/*/schedstat``,
     its second field, summed over the threads); NaN where the kernel does not report it."""
-    import os
-
     total = 0
     try:
         tasks = os.listdir("/proc/self/task")

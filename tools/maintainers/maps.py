@@ -39,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "course_lib"
 #: The layers, lowest first (tests/test_layers.ORDER; tests/test_maps.py holds the two equal).
-LAYERS = ("training", "runner", "lessons", "environment")
+LAYERS = ("training", "runner", "lessons", "environment", "assessment")
 ARCHITECTURE = Path("docs") / "architecture.md"
 README = Path("README.md")
 INSTRUCTORS = Path("docs") / "instructors.md"
