@@ -28,8 +28,18 @@ WORKERS ?= 2
 MARK ?=
 xdist = $(if $(filter 1,$(WORKERS)),,-n $(WORKERS) --dist loadfile --no-loadscope-reorder)
 
-test: setup lint typecheck
-	$(PY) -m pytest $(xdist) $(if $(MARK),-m "$(MARK)") --durations=25 $(PYTEST_ARGS)
+# nbgrader for tests/test_assessment_room.py (the room's grading cycle, issue 55), in a venv of its own: not in the
+# learner's venv (requirements/assessment.txt says why); `make room` installs it into the room's venv instead.
+NBGRADER_VENV := build/nbgrader-venv
+$(NBGRADER_VENV)/.installed: requirements/assessment.txt requirements/constraints.txt | setup
+	rm -rf $(NBGRADER_VENV)
+	$(PY) -m venv $(NBGRADER_VENV)
+	$(NBGRADER_VENV)/bin/python -m pip install -q -r requirements/assessment.txt -c requirements/constraints.txt
+	touch $@
+
+test: setup lint typecheck $(NBGRADER_VENV)/.installed
+	COURSE_NBGRADER=$(CURDIR)/$(NBGRADER_VENV)/bin/nbgrader \
+	  $(PY) -m pytest $(xdist) $(if $(MARK),-m "$(MARK)") --durations=25 $(PYTEST_ARGS)
 
 # The notebooks beside a busy neighbour (one core kept busy while they run: tests/notebooks/harness.py), one after
 # another, so that each verdict nbval compares is tried on a machine that is not quiet.
