@@ -2,7 +2,7 @@
 
 Each question's numbers are in :data:`QUESTIONS` (the notebook prints them from here, so the text and the grader
 cannot drift apart); :func:`expected` computes the answer with the function the course teaches it with
-(:func:`course_lib.training.epochs.epoch_arithmetic`, :func:`course_lib.lessons.common.ring.ring_factor`), and
+(:class:`course_lib.training.epochs.EpochPlan`, :func:`course_lib.lessons.common.ring.ring_factor`), and
 :func:`grade_concept` accepts an answer within the tolerance and names the misconception a known wrong answer
 shows (dividing epochs by the workers; counting the bytes of one worker's gradient once, or the ring's full 2×).
 
@@ -18,7 +18,7 @@ from typing import Any
 from course_lib.assessment import spec
 from course_lib.assessment.code import Part
 from course_lib.lessons.common.ring import ring_factor
-from course_lib.training.epochs import epoch_arithmetic
+from course_lib.training.epochs import EpochPlan
 
 __all__ = ["Question", "QUESTIONS", "expected", "grade_concept"]
 
@@ -53,7 +53,7 @@ QUESTIONS = {
 def expected(name: str) -> float:
     """The answer to question ``name``, computed with the course's functions."""
     if name == "concept_steps":
-        return float(epoch_arithmetic(60_000, 128, 4)["steps_per_epoch"])
+        return float(EpochPlan(60_000, 128, 4).steps_per_epoch)
     if name == "concept_epochs":
         return 12.0  # an epoch is a pass over the data by all workers together: the count does not change
     if name == "concept_global_batch":
