@@ -22,13 +22,13 @@ import json
 import math
 import os
 import sys
-import time
 
 import numpy as np
 
 from course_lib.training.consumption import summarize_ids  # Course: the ids the one reader handed out
 from course_lib.training.idx_arrays import load_idx_arrays
 from course_lib.training.pipeline import epoch_indices
+from course_lib.training.throughput import ThroughputMeter  # Course: the window every course script times
 from course_lib.training.schedules import scaled_lr  # Course: the learning-rate rule of every course script
 
 
@@ -58,6 +58,16 @@ def parse_args(argv=None):
 def learning_rate(args, replicas):
     """Adam's rate: ``--lr``, or with ``--scale-lr`` the course's rule for Adam at ``replicas`` replicas (x sqrt)."""
     return scaled_lr("adam", args.lr, replicas) if args.scale_lr else args.lr
+
+
+def epoch_meter(keras, step_batch, samples, workers, json_lines):
+    """The course's one epoch meter (course_lib.training.throughput) as a Keras 3 callback: every epoch timed from the
+    end of its step 1 (fit's set-up before step 1 stays outside), the first epoch the warm-up, as the TF scripts."""
+    class Meter(ThroughputMeter, keras.callbacks.Callback):  # not async-safe: Keras waits for each step before it
+        pass
+
+    return Meter(step_batch, samples_per_epoch=samples, warmup_steps=1, workers=workers, json_lines=json_lines,
+                 keep_across_fits=True)
 
 
 def digests(model):
@@ -112,16 +122,14 @@ def main():
          first_epoch=1, lr=lr)
 
     images = x_train[..., None].astype("float32") / 255.0
+    meter = epoch_meter(keras, batch, n, replicas, args.json)  # Course: its line and JSON epoch event per epoch
     for epoch in range(args.epochs):
         rows = epoch_indices(n, seed=args.seed, epoch=epoch)  # the course's order; one reader for all replicas
-        start = time.perf_counter()
-        history = model.fit(images[rows], y_train[rows], batch_size=batch, epochs=1, shuffle=False, verbose=0)
-        seconds = time.perf_counter() - start
+        x, y = images[rows], y_train[rows]
+        history = model.fit(x, y, batch_size=batch, initial_epoch=epoch, epochs=epoch + 1, shuffle=False, verbose=0,
+                            callbacks=[meter])
         emit(event="consumed", rank=0, epoch=epoch + 1, padding=0, **summarize_ids(rows))
-        loss = history.history["loss"][-1]
-        print(f"epoch {epoch + 1}: loss {loss:.4f}, {n / seconds:.0f} images/s", flush=True)
-        emit(event="epoch", epoch=epoch + 1, loss=loss, seconds=seconds, warmup=epoch == 0,
-             images_per_sec=n / seconds)
+        print(f"epoch {epoch + 1}: loss {history.history['loss'][-1]:.4f}", flush=True)
 
     loss, accuracy = model.evaluate(x_test[..., None].astype("float32") / 255.0, y_test, batch_size=256 * replicas,
                                     verbose=0)
