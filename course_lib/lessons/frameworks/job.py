@@ -25,6 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from course_lib.lessons.common.paired_runs import round_order
+from course_lib.runner import launch as launcher
+from course_lib.runner.bound import run_bound
+from course_lib.runner.torchrun import run_torchrun
+
 __all__ = ["Launch", "WAYS", "BOUNDS", "BOUND_OF", "job_args", "launches", "launch", "run_rounds", "by_way"]
 
 
@@ -121,10 +126,6 @@ def launch(item: Launch, args: Sequence[str], *, code: Path, plan: Any, framewor
         extra: More arguments for this launch only (``--step-split 5``).
         options: The launchers' shared options (``timeout``, ``output``, ``show``, ...).
     """
-    from course_lib.runner import launch as launcher
-    from course_lib.runner.bound import run_bound
-    from course_lib.runner.torchrun import run_torchrun
-
     python = frameworks_python if item.frameworks_venv else sys.executable
     script, all_args = code / item.script, [*item.args, *args, *extra]
     if item.launcher == "horovod":
@@ -152,8 +153,6 @@ def run_rounds(rounds: int, args: Sequence[str], *, code: Path, plan: Any, frame
     Returns:
         One ``{launch name: RunResult}`` per round, in the order the rounds ran.
     """
-    from course_lib.lessons.common.paired_runs import round_order
-
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
     workers = plan.workers if hasattr(plan, "workers") else int(plan)
