@@ -227,7 +227,7 @@ def step_split_line(run: Any, step_ms: float, *, name: str = "Keras 3 on JAX, on
 
     Returns:
         ``"<name>: a step of fit 188 ms = dispatch 0.6 ms + kernels 185 ms + the rest 2.4 ms (input, callbacks;
-        a residual); compiling the step took 1 900 ms, once; kernels are 98 % of the step"``.
+        a residual); compiling the step took 1 900 ms, once; kernels are ≈98% of the step"``.
 
     Raises:
         ValueError: The run printed no ``step_split`` event.
@@ -240,7 +240,7 @@ def step_split_line(run: Any, step_ms: float, *, name: str = "Keras 3 on JAX, on
     return (f"{name}: a step of fit {step_ms:.0f} ms = dispatch {split['dispatch_ms']:.1f} ms + kernels "
             f"{split['kernel_ms']:.0f} ms + the rest {rest:.0f} ms (input, callbacks; a residual, of the fit's step "
             f"and the split's {split['steps']} steps measured apart); compiling the step took "
-            f"{split['compile_ms']:.0f} ms, once; kernels are {split['kernel_ms'] / step_ms:.0%} of the step")
+            f"{split['compile_ms']:.0f} ms, once; kernels are ≈{split['kernel_ms'] / step_ms:.0%} of the step")
 
 
 def allreduce_calls(run: Any) -> list[int]:
