@@ -22,6 +22,7 @@ import json
 import math
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -46,7 +47,12 @@ def parse_args(argv=None):
     parser.add_argument("--test-subset", type=int, default=10000, help="first N test images")
     parser.add_argument("--seed", type=int, default=42, help="seed of weights and data order")
     parser.add_argument("--json", action="store_true", help="print the course's JSON lines")
+    parser.add_argument("--step-split", type=int, default=0, metavar="STEPS",
+                        help="after training, time STEPS more steps of the jitted train step: compile, dispatch and "
+                        "kernel time (notebook 07); 0: off")  # Course
     args = parser.parse_args(argv)
+    if args.step_split < 0:  # Course
+        parser.error(f"--step-split must be at least 0, got {args.step_split}")  # Course
     for name in ("devices", "epochs", "batch_size", "train_subset", "test_subset"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
@@ -68,6 +74,30 @@ def epoch_meter(keras, step_batch, samples, workers, json_lines):
 
     return Meter(step_batch, samples_per_epoch=samples, warmup_steps=1, workers=workers, json_lines=json_lines,
                  keep_across_fits=True)
+
+
+def step_split(keras, model, x, y, steps):
+    """Where one step's time goes (Course, notebook 07): ``compile_ms`` (trace and XLA-compile Keras's train step
+    once), then per step ``dispatch_ms`` (until the call returns: Python, Keras and JAX hand the step to XLA) and
+    ``kernel_ms`` (from then until the results are ready: XLA:CPU's kernels run). One batch, already on the device."""
+    import jax
+
+    state = tuple([v.value for v in variables] for variables in (  # Keras 3's stateless train-step state
+        model.trainable_variables, model.non_trainable_variables, model.optimizer.variables, model.metrics_variables))
+    distribution = keras.distribution.distribution()  # None on one device; else each batch cut over the devices
+    data = tuple(keras.distribution.distribute_tensor(a, distribution.get_data_layout(a.shape)) if distribution
+                 else jax.device_put(a) for a in (x, y))
+    began = time.perf_counter()
+    compiled = jax.jit(model.train_step).lower(state, data).compile()
+    compile_s, dispatch_s, kernel_s = time.perf_counter() - began, 0.0, 0.0
+    for _ in range(steps):
+        began = time.perf_counter()
+        logs, state = compiled(state, data)
+        returned = time.perf_counter()
+        jax.block_until_ready((logs, state))
+        dispatch_s, kernel_s = dispatch_s + returned - began, kernel_s + time.perf_counter() - returned
+    return {"compile_ms": 1000 * compile_s, "dispatch_ms": 1000 * dispatch_s / steps,
+            "kernel_ms": 1000 * kernel_s / steps, "steps": steps, "batch": len(x)}
 
 
 def digests(model):
@@ -130,6 +160,12 @@ def main():
                             callbacks=[meter])
         emit(event="consumed", rank=0, epoch=epoch + 1, padding=0, **summarize_ids(rows))
         print(f"epoch {epoch + 1}: loss {history.history['loss'][-1]:.4f}", flush=True)
+
+    if args.step_split:  # Course: compile, dispatch and kernel time of the step fit ran (notebook 07)
+        split = step_split(keras, model, images[:batch], y_train[:batch], args.step_split)
+        print(f"step split: compile {split['compile_ms']:.0f} ms once; per step dispatch {split['dispatch_ms']:.2f} ms, "
+              f"kernels {split['kernel_ms']:.1f} ms", flush=True)
+        emit(event="step_split", **split)
 
     loss, accuracy = model.evaluate(x_test[..., None].astype("float32") / 255.0, y_test, batch_size=256 * replicas,
                                     verbose=0)

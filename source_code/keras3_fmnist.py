@@ -60,7 +60,7 @@ def epoch_meter(keras, step_batch, samples, workers, json_lines):
                  keep_across_fits=True)
 
 
-def step_split(model, x, y, steps):
+def step_split(keras, model, x, y, steps):
     """Where one step's time goes (Course, notebook 07): ``compile_ms`` (trace and XLA-compile Keras's train step
     once), then per step ``dispatch_ms`` (until the call returns: Python, Keras and JAX hand the step to XLA) and
     ``kernel_ms`` (from then until the results are ready: XLA:CPU's kernels run). One batch, already on the device."""
@@ -68,7 +68,9 @@ def step_split(model, x, y, steps):
 
     state = tuple([v.value for v in variables] for variables in (  # Keras 3's stateless train-step state
         model.trainable_variables, model.non_trainable_variables, model.optimizer.variables, model.metrics_variables))
-    data = (jax.device_put(x), jax.device_put(y))
+    distribution = keras.distribution.distribution()  # None on one device; else each batch cut over the devices
+    data = tuple(keras.distribution.distribute_tensor(a, distribution.get_data_layout(a.shape)) if distribution
+                 else jax.device_put(a) for a in (x, y))
     began = time.perf_counter()
     compiled = jax.jit(model.train_step).lower(state, data).compile()
     compile_s, dispatch_s, kernel_s = time.perf_counter() - began, 0.0, 0.0
@@ -135,7 +137,7 @@ def main():
         print(f"epoch {epoch + 1}: loss {history.history['loss'][-1]:.4f}", flush=True)
 
     if args.step_split:  # Course: compile, dispatch and kernel time of the step fit ran (notebook 07)
-        split = step_split(model, images[:batch], y_train[:batch], args.step_split)
+        split = step_split(keras, model, images[:batch], y_train[:batch], args.step_split)
         print(f"step split: compile {split['compile_ms']:.0f} ms once; per step dispatch {split['dispatch_ms']:.2f} ms, "
               f"kernels {split['kernel_ms']:.1f} ms", flush=True)
         emit(event="step_split", **split)
