@@ -283,6 +283,7 @@ def test_an_interval_too_wide_for_005_says_cannot_tell_and_names_the_bench_secti
     from course_lib.training.stats import t_critical_95
 
     assert frameworks.resolution_line("DDP", Paired(0.9, 0.04, 3, "rounds")).endswith(": True")
+    assert frameworks.resolution_line("DDP", Paired(0.9, 0.04, 3, "rounds")).startswith("measured: DDP: ")  # masked
     wide = Paired(0.9, 0.20, 3, "rounds")
     line = frameworks.resolution_line("DDP", wide)
     needed = frameworks.rounds_needed(wide, 0.05)

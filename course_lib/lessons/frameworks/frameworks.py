@@ -179,14 +179,15 @@ def resolution_line(way: str, ratio: Paired, *, half_width: float = 0.05, sectio
     """Whether this notebook's rounds resolve ``way``'s efficiency to ``± half_width``; if not, where it is.
 
     Returns:
-        ``"<way>: resolved to ±0.05: True"``, or ``False`` with ``cannot tell its efficiency to ±0.05 here`` and
-        the ``make bench`` section and round count (:func:`rounds_needed`, from these rounds as a pilot).
+        ``"measured: <way>: efficiency resolved to ±0.05 in 3 rounds: True"``, or ``False`` with ``cannot tell its
+        efficiency to ±0.05 here`` and the ``make bench`` section and round count (:func:`rounds_needed`, from these
+        rounds as a pilot). A ``measured:`` line (nbval masks it): which way it comes out depends on the noise.
     """
     if math.isfinite(ratio.ci95) and ratio.ci95 <= half_width:
-        return f"{way}: efficiency resolved to ±{half_width:.2f} in {ratio.samples()}: True"
+        return f"measured: {way}: efficiency resolved to ±{half_width:.2f} in {ratio.samples()}: True"
     needed = rounds_needed(ratio, half_width)
     more = f"≈{needed} rounds" if needed else "more rounds"
-    return (f"{way}: efficiency resolved to ±{half_width:.2f} in {ratio.samples()}: False: cannot tell its "
+    return (f"measured: {way}: efficiency resolved to ±{half_width:.2f} in {ratio.samples()}: False: cannot tell its "
             f"efficiency to ±{half_width:.2f} here; `make bench` section {section} runs the same launches in "
             f"{more} (estimated from these)")
 
