@@ -27,9 +27,10 @@ __all__ = ["ROUNDS", "TRAIN_SUBSET", "EPOCHS", "frameworks_section"]
 
 REPO = Path(__file__).resolve().parents[1]
 
-#: Rounds, declared before the run: from notebook 07's pilot (3 rounds of 1 024 images, 3 epochs, on a shared
-#: 2-core machine) the widest of the four intervals needs ≈ this many rounds of the larger job below to reach ±0.05
-#: (instructor/notes/07_frameworks.md). Change it only with a new pilot, never after looking at a day's results.
+#: Rounds, declared before the run. A PLACEHOLDER, not yet backed by a pilot of this job: notebook 07's two pilots
+#: (3 rounds of 1 024 images on a loaded shared 2-core VM, 2026-12-02) asked for 4-146 rounds at ±0.05
+#: (instructor/notes/07_frameworks.md). Pilot on the benchmark machine with ``frameworks_section(rounds=3)``, set
+#: this to the largest ``rounds_needed`` it prints, and commit it before the headline run, never after.
 ROUNDS = 12
 #: Training images per launch (all workers together) and epochs per launch (the first the warm-up): 4x the
 #: notebook's images, so an epoch is 32 steps per worker and one slow step moves it less.
