@@ -26,7 +26,6 @@ import hashlib
 import json
 import math
 import os
-import time
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +39,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP  # DDP
 from course_lib.training.consumption import summarize_ids  # Course: the ids each rank trained on
 from course_lib.training.idx_arrays import load_idx_arrays
 from course_lib.training.pipeline import epoch_indices, shard_padding
+from course_lib.training.throughput import ThroughputMeter  # Course: the window every course script times
 from course_lib.training.schedules import scaled_lr  # Course: the learning-rate rule of every course script
 from course_lib.training.machine.placement import worker_share  # Course: this worker's granted cores
 
@@ -157,7 +157,8 @@ def main():
         first = saved["epoch"]
         say(f"resumed after epoch {first}")
         emit(event="resume", epoch=first, digest=digest(model))
-    steps = math.ceil(len(epoch_indices(n, seed=args.seed, epoch=0, num_workers=world)) / args.batch_size)
+    per_worker = len(epoch_indices(n, seed=args.seed, epoch=0, num_workers=world))  # images per worker per epoch
+    steps = math.ceil(per_worker / args.batch_size)
     say(f"{world} worker(s), {n} images, per-worker batch {args.batch_size}, global batch {args.batch_size * world}, "
         f"{steps} steps per epoch, lr {lr:g}, epochs {first + 1}..{args.epochs}")
     emit(event="config", script="ddp_fmnist.py", strategy="ddp", workers=world, train_size=n,
@@ -165,14 +166,19 @@ def main():
          epochs=args.epochs, first_epoch=first + 1, lr=lr,
          bucket_cap_mb=args.bucket_cap_mb, no_sync_steps=args.no_sync_steps, zero=args.zero)  # Course
 
+    # Course: every epoch timed from the end of its step 1 (the first epoch is the warm-up), as the TF scripts time
+    # theirs: the images/s and the JSON epoch line come from the course's one meter (course_lib.training.throughput).
+    meter = ThroughputMeter(args.batch_size * world, samples_per_epoch=per_worker * world,
+                            warmup_steps=1, workers=world, rank=rank, json_lines=args.json)
     for epoch in range(first, args.epochs):
         model.train()
         # DDP (4/5): this rank's shard of the epoch's permutation: positions rank, rank + W, ...
         rows = epoch_indices(n, seed=args.seed, epoch=epoch, num_workers=world, worker_index=rank)
         calls.update(allreduce=0, bytes=0)  # Course
-        start, total = time.perf_counter(), 0.0
-        for step, (x, y) in enumerate(batches(x_train, y_train, rows, args.batch_size, device), 1):
-            last = step % args.no_sync_steps == 0 or step == steps
+        total = 0.0
+        meter.on_epoch_begin(epoch)  # Course
+        for step, (x, y) in enumerate(batches(x_train, y_train, rows, args.batch_size, device)):
+            last = (step + 1) % args.no_sync_steps == 0 or step + 1 == steps
             with model.no_sync() if not last else torch.enable_grad():  # DDP: no all-reduce until the last pass
                 loss = loss_fn(model(x), y) / args.no_sync_steps
                 loss.backward()  # DDP (5/5): the backward pass all-reduces (averages) the gradients, bucket by bucket
@@ -180,13 +186,12 @@ def main():
                 optimizer.step()
                 optimizer.zero_grad()
             total += float(loss.detach()) * args.no_sync_steps
-        seconds = time.perf_counter() - start
+            meter.on_train_batch_end(step)  # Course: the step is done (float() waited for it)
         real = rows[~shard_padding(n, world, rank)]
         emit(event="consumed", rank=rank, epoch=epoch + 1, padding=len(rows) - len(real), **summarize_ids(real))
-        say(f"epoch {epoch + 1}: loss {total / steps:.4f}, {len(rows) * world / seconds:.0f} images/s")
-        emit(event="epoch", epoch=epoch + 1, loss=total / steps, seconds=seconds, warmup=epoch == first,
-             images_per_sec=len(rows) * world / seconds,
-             allreduce_calls=calls["allreduce"], allreduce_bytes=calls["bytes"])  # Course
+        say(f"epoch {epoch + 1}: loss {total / steps:.4f}")
+        meter.on_epoch_end(epoch, {"loss": total / steps, "allreduce_calls": calls["allreduce"],  # Course
+                                   "allreduce_bytes": calls["bytes"]})  # Course: its line and JSON epoch event
         if path:
             if args.zero:
                 optimizer.consolidate_state_dict(to=0)  # DDP: rank 0 gathers the sharded state to save it

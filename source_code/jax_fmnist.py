@@ -29,6 +29,7 @@ import numpy as np
 from course_lib.training.consumption import summarize_ids  # Course: the ids the one reader handed out
 from course_lib.training.idx_arrays import load_idx_arrays
 from course_lib.training.pipeline import epoch_indices
+from course_lib.training.throughput import ThroughputMeter  # Course: the window every course script times
 from course_lib.training.schedules import scaled_lr  # Course: the learning-rate rule of every course script
 
 
@@ -46,7 +47,12 @@ def parse_args(argv=None):
     parser.add_argument("--test-subset", type=int, default=10000, help="first N test images")
     parser.add_argument("--seed", type=int, default=42, help="seed of weights and data order")
     parser.add_argument("--json", action="store_true", help="print the course's JSON lines")
+    parser.add_argument("--step-split", type=int, default=0, metavar="STEPS",
+                        help="after training, time STEPS more steps of the jitted train step: compile, dispatch and "
+                        "kernel time (notebook 07); 0: off")  # Course
     args = parser.parse_args(argv)
+    if args.step_split < 0:  # Course
+        parser.error(f"--step-split must be at least 0, got {args.step_split}")  # Course
     for name in ("devices", "epochs", "batch_size", "train_subset", "test_subset"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
@@ -58,6 +64,40 @@ def parse_args(argv=None):
 def learning_rate(args, replicas):
     """Adam's rate: ``--lr``, or with ``--scale-lr`` the course's rule for Adam at ``replicas`` replicas (x sqrt)."""
     return scaled_lr("adam", args.lr, replicas) if args.scale_lr else args.lr
+
+
+def epoch_meter(keras, step_batch, samples, workers, json_lines):
+    """The course's one epoch meter (course_lib.training.throughput) as a Keras 3 callback: every epoch timed from the
+    end of its step 1 (fit's set-up before step 1 stays outside), the first epoch the warm-up, as the TF scripts."""
+    class Meter(ThroughputMeter, keras.callbacks.Callback):  # not async-safe: Keras waits for each step before it
+        pass
+
+    return Meter(step_batch, samples_per_epoch=samples, warmup_steps=1, workers=workers, json_lines=json_lines,
+                 keep_across_fits=True)
+
+
+def step_split(keras, model, x, y, steps):
+    """Where one step's time goes (Course, notebook 07): ``compile_ms`` (trace and XLA-compile Keras's train step
+    once), then per step ``dispatch_ms`` (until the call returns: Python, Keras and JAX hand the step to XLA) and
+    ``kernel_ms`` (from then until the results are ready: XLA:CPU's kernels run). One batch, already on the device."""
+    import jax
+
+    state = tuple([v.value for v in variables] for variables in (  # Keras 3's stateless train-step state
+        model.trainable_variables, model.non_trainable_variables, model.optimizer.variables, model.metrics_variables))
+    distribution = keras.distribution.distribution()  # None on one device; else each batch cut over the devices
+    data = tuple(keras.distribution.distribute_tensor(a, distribution.get_data_layout(a.shape)) if distribution
+                 else jax.device_put(a) for a in (x, y))
+    began = time.perf_counter()
+    compiled = jax.jit(model.train_step).lower(state, data).compile()
+    compile_s, dispatch_s, kernel_s = time.perf_counter() - began, 0.0, 0.0
+    for _ in range(steps):
+        began = time.perf_counter()
+        logs, state = compiled(state, data)
+        returned = time.perf_counter()
+        jax.block_until_ready((logs, state))
+        dispatch_s, kernel_s = dispatch_s + returned - began, kernel_s + time.perf_counter() - returned
+    return {"compile_ms": 1000 * compile_s, "dispatch_ms": 1000 * dispatch_s / steps,
+            "kernel_ms": 1000 * kernel_s / steps, "steps": steps, "batch": len(x)}
 
 
 def digests(model):
@@ -112,16 +152,20 @@ def main():
          first_epoch=1, lr=lr)
 
     images = x_train[..., None].astype("float32") / 255.0
+    meter = epoch_meter(keras, batch, n, replicas, args.json)  # Course: its line and JSON epoch event per epoch
     for epoch in range(args.epochs):
         rows = epoch_indices(n, seed=args.seed, epoch=epoch)  # the course's order; one reader for all replicas
-        start = time.perf_counter()
-        history = model.fit(images[rows], y_train[rows], batch_size=batch, epochs=1, shuffle=False, verbose=0)
-        seconds = time.perf_counter() - start
+        x, y = images[rows], y_train[rows]
+        history = model.fit(x, y, batch_size=batch, initial_epoch=epoch, epochs=epoch + 1, shuffle=False, verbose=0,
+                            callbacks=[meter])
         emit(event="consumed", rank=0, epoch=epoch + 1, padding=0, **summarize_ids(rows))
-        loss = history.history["loss"][-1]
-        print(f"epoch {epoch + 1}: loss {loss:.4f}, {n / seconds:.0f} images/s", flush=True)
-        emit(event="epoch", epoch=epoch + 1, loss=loss, seconds=seconds, warmup=epoch == 0,
-             images_per_sec=n / seconds)
+        print(f"epoch {epoch + 1}: loss {history.history['loss'][-1]:.4f}", flush=True)
+
+    if args.step_split:  # Course: compile, dispatch and kernel time of the step fit ran (notebook 07)
+        split = step_split(keras, model, images[:batch], y_train[:batch], args.step_split)
+        print(f"step split: compile {split['compile_ms']:.0f} ms once; per step dispatch {split['dispatch_ms']:.2f} ms, "
+              f"kernels {split['kernel_ms']:.1f} ms", flush=True)
+        emit(event="step_split", **split)
 
     loss, accuracy = model.evaluate(x_test[..., None].astype("float32") / 255.0, y_test, batch_size=256 * replicas,
                                     verbose=0)
