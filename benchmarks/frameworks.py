@@ -2,7 +2,7 @@
 
 The launches are notebook 07's (:mod:`course_lib.lessons.frameworks.job`): MirroredStrategy, Horovod, PyTorch DDP
 and Keras 3 on JAX on 2 workers, and the bounds they need (``horovod_fmnist.py``, ``torch_fmnist.py`` and
-``keras3_fmnist.py`` as 2 one-worker copies each, :func:`course_lib.runner.bound.run_bound`), all with one job's
+``keras3_fmnist.py`` as 2 one-worker copies each, :func:`course_lib.runner.multiworker.run_bound`), all with one job's
 flags, every round in ``round_order`` (reversed every other round). Each way's distribution efficiency is taken over
 rounds, its launch over its bound's launch of the same round
 (:func:`course_lib.lessons.frameworks.frameworks.efficiency_rows`), and printed in the course's one format.

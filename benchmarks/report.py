@@ -18,7 +18,7 @@ from benchmarks.stats import (MET, NOT_MET, Row, efficiency, goal_verdict, media
 
 LOAD_WARNING = 1.5  # 1-minute load average above which results are flagged
 
-__all__ = ["rate_row", "ratio_row", "bound_row", "versus_row", "headline_line", "cpu_per_image_flags", "BOUND_GOAL", "section1_rows", "section2_rows", "section3_rows",
+__all__ = ["rate_row", "ratio_row", "bound_row", "versus_row", "frameworks_rows", "headline_line", "cpu_per_image_flags", "BOUND_GOAL", "section1_rows", "section2_rows", "section3_rows",
            "section4_rows", "section4_cpu_rows", "section4_hook_rows", "section5_rows", "section6_rows",
            "section7_rows", "section8_rows", "stack_rows", "tuning_rows", "gap_rows", "idle_rows",
            "disturbance_row", "with_disturbance_rows", "notes", "render_markdown", "strict_json",
@@ -355,6 +355,17 @@ def gap_rows(samples: Samples, labels: Mapping[str, str], *, cores: int) -> list
         for k, v in samples.items():
             if k not in ("bound", "h_course"):
                 rows.append(versus_row("1h", f"{labels[k]} / the course default", v, samples["h_course"]))
+    return rows
+
+
+def frameworks_rows(result: Mapping) -> list[Row]:
+    """Section 1f: each of notebook 07's ways against its own bound (benchmarks/frameworks.py's result), in %."""
+    rows = []
+    for way in result.get("ways", []):
+        mean, half = 100.0 * float(way["efficiency"]), 100.0 * float(way["ci95"])
+        rows.append(Row("1f", f"{way['way']}: of its bound ({way['bound']})", mean,
+                        None if math.isnan(half) else (mean - half, mean + half), "%", int(way["rounds"]),
+                        note=f"95 % interval over {way['rounds']} rounds; {way['resolution']}", digits=1))
     return rows
 
 

@@ -35,7 +35,7 @@ from benchmarks import allreduce, report, rounds, stats, step_cost  # noqa: E402
 from benchmarks.stats import BenchOptionError, Row  # noqa: E402
 from course_lib.environment import machine  # noqa: E402
 
-SECTIONS = ("1", "1x", "1h", "1s", "2", "3", "4", "5", "6", "7", "8", "10", "10s")
+SECTIONS = ("1", "1x", "1h", "1s", "1f", "2", "3", "4", "5", "6", "7", "8", "10", "10s")
 DEFAULT_SECTIONS = ("1", "2", "3", "4", "5", "6", "7", "8", "10")
 WORKLOADS = REPO / "benchmarks" / "workloads"
 TRAIN = WORKLOADS / "train_throughput.py"
@@ -450,7 +450,7 @@ def main(argv: list[str] | None = None) -> int:
     from course_lib.training.files import atomic_write_json, atomic_write_text
 
     python = sys.executable
-    if {"1", "1x", "1h", "1s", "3", "10", "10s"} & set(sections):
+    if {"1", "1x", "1h", "1s", "1f", "3", "10", "10s"} & set(sections):
         launch.find_horovodrun(python)  # LaunchError before anything runs
     if "1s" in sections:
         launch.find_horovodrun(args.other_python)
@@ -520,6 +520,11 @@ def main(argv: list[str] | None = None) -> int:
                                                repeats=settings.allreduce_repeats, probe_rounds=3,
                                                timeout_s=settings.timeout_s, printer=_printer)
     step_samples: dict = {}
+    frameworks_result: dict = {}
+    if "1f" in sections:   # opt-in: notebook 07's four ways against their bounds (benchmarks/frameworks.py, .venv-07)
+        from benchmarks import frameworks as section_1f
+        frameworks_result = section_1f.frameworks_section(rounds=2 if settings.quick else section_1f.ROUNDS,
+                                                          timeout_s=settings.timeout_s, printer=_printer)
     if "10s" in sections:   # opt-in: 2 x ROUNDS launches, about 12 minutes (benchmarks/step_cost.py)
         step_samples = step_cost.run_section(rounds=2 if settings.quick else step_cost.ROUNDS,
                                              timeout_s=settings.timeout_s, printer=_printer, env=COURSE_HOROVOD_ENV)
@@ -560,6 +565,8 @@ def main(argv: list[str] | None = None) -> int:
         rows += allreduce.rows(reduce_samples, chosen)
     if "10s" in sections:
         rows += step_cost.rows(step_samples)
+    if "1f" in sections:
+        rows += report.frameworks_rows(frameworks_result)
     rows = report.with_disturbance_rows(rows, disturbance)
     headline: dict = {}
     if declared is not None and gap:
@@ -579,7 +586,8 @@ def main(argv: list[str] | None = None) -> int:
         "settings": settings.__dict__, "course_horovod_env": COURSE_HOROVOD_ENV,
         "wall_time_s": time.perf_counter() - began,
         "samples": {"launched": samples, "tuning": tuning, "gap": gap, "stacks": stacks, "idle_cpu_pct": idle,
-                    "in_process": inproc, "allreduce": reduce_samples, "step_cost": step_samples, "cpu_clock": cpu,
+                    "in_process": inproc, "allreduce": reduce_samples, "step_cost": step_samples,
+                    "frameworks": frameworks_result, "cpu_clock": cpu,
                     "notebooks": {"seconds": notebook[0], "returncode": notebook[1],
                                   "note": notebook[2]}},
         "rows": [r.to_dict() for r in rows],

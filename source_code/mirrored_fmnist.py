@@ -95,8 +95,9 @@ def main(argv: list[str] | None = None) -> int:
         optimizer = optimizers.get_optimizer(args.optimizer, lr)
         models.compile_model(model, optimizer)
 
+    # Each epoch is timed from the end of its first step, as every course script is (notebook 07).
     meter = Throughput(plan.step_batch, samples_per_epoch=plan.samples_per_epoch,
-                       warmup_epochs=args.throughput_warmup_epochs, workers=replicas,
+                       warmup_epochs=args.throughput_warmup_epochs, warmup_steps=1, workers=replicas,
                        json_lines=args.json)
     # One reader (rank 0) feeds all replicas: it reports the ids of the global batches.
     callbacks = [meter, ReportConsumed(consumed, 0, json_lines=args.json)]

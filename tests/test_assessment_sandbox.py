@@ -279,3 +279,12 @@ def test_a_hostile_submission_is_graded_zero_with_a_reason_and_harms_nothing(san
     assert "dividing epochs" in result.cells["concept_epochs"].reason
     assert gradebook.read_text() == "gradebook" and other.read_text() == "ben's answers"
     assert keep.read_text() == "print('the course')\n"
+
+
+def test_a_grading_user_is_never_root() -> None:
+    """course_lib.assessment.confine refuses root as the dedicated grading user (it exists: nothing is created)."""
+    from course_lib.assessment import confine
+
+    with pytest.raises(ValueError, match="unprivileged"):
+        confine.ensure_user("root")
+    assert confine.Limits().memory_mb > 0 and confine.Limits().processes > 0

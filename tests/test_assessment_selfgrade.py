@@ -141,3 +141,12 @@ def test_monkeypatching_the_checks_is_caught_by_the_graders_own_check(tmp_path: 
         assert "dividing epochs" in result.cells["concept_epochs"].reason
     else:
         assert result.cells["concept_epochs"].points == 5  # fooled: the reason the grader checks outside
+
+
+def test_the_report_and_the_result_live_in_completion() -> None:
+    """make assess's printout and the graded attempt have one home (course_lib.assessment.completion)."""
+    from course_lib.assessment import completion
+
+    assert selfgrade.report is completion.report and selfgrade.SelfGrade is completion.SelfGrade
+    result = completion.SelfGrade(cells={"a": completion.CellResult("a", 1.0, 2.0, "half")})
+    assert (result.score, result.max_score) == (1.0, 2.0)

@@ -358,7 +358,7 @@ def test_the_bounds_are_each_ways_one_worker_script():
 def test_torch_times_from_the_end_of_step_1_and_its_bound_sums_two_copies():
     """torch_fmnist.py times with the course's meter (step 1 out); under run_bound two copies each train half."""
     from course_lib.lessons.common.paired_runs import timed_rates
-    from course_lib.runner.bound import run_bound
+    from course_lib.runner.multiworker import run_bound
 
     run = run_bound(CODE / "torch_fmnist.py", ["--train-subset", "256", "--test-subset", "64", "--epochs", "2",
                                                "--batch-size", "32", "--json"], workers=2, python=fw(), timeout=300,

@@ -515,19 +515,19 @@ def test_the_lr_check_catches_a_rate_scaled_by_hand(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ MirroredStrategy
 @pytest.fixture(scope="module")
 def mirrored() -> dict:
-    """mirrored_fmnist.py's two runs, in turn in ONE process (tests/scripts/runs_in_turn.py; issue 31: was
-    two): ``two_devices``, 2 replicas for 2 epochs; ``one_device``, ``--devices 1`` (the one-worker script whose
-    copies are the bound of notebook 02) for 3 epochs."""
+    """mirrored_fmnist.py's two runs: ``two_devices``, 2 replicas for 2 epochs; ``one_device``, ``--devices 1`` (the
+    one-worker script whose copies are the bound of notebook 02) for 3 epochs, in a process of its own (a process's
+    logical devices are fixed once TensorFlow starts them)."""
     runs = [["--devices", "2", "--epochs", "2", "--train-subset", str(TRAIN), "--test-subset", str(TEST),
              "--batch-size", str(BATCH // 2), "--json"],
             ["--devices", "1", "--epochs", "3", "--train-subset", str(TRAIN // 2), "--test-subset",
              str(TEST), "--batch-size", str(BATCH), "--json"]]
-    _, out = _run([sys.executable, str(RUNS_IN_TURN), str(MIRRORED_SCRIPT), json.dumps(runs)])
-    split = _RunSplitter()
-    for line in out.splitlines():
-        split.add(line)
-    assert len(split.runs) == 2, out[-3000:]
-    return {"two_devices": split.runs[0], "one_device": split.runs[1], "out": out}
+    found, outs = [], []
+    for run in runs:
+        _, out = _run([sys.executable, str(MIRRORED_SCRIPT), *run])
+        found.append([json.loads(line) for line in out.splitlines() if line.startswith('{"event"')])
+        outs.append(out)
+    return {"two_devices": found[0], "one_device": found[1], "out": "\n".join(outs)}
 
 
 @pytest.mark.slow

@@ -3,7 +3,7 @@
 The job: the course CNN, Fashion-MNIST, the same per-worker batch, training subset, epochs and learning rate
 (``--lr`` for every way, ``--scale-lr`` for all or none) on ``workers`` workers. Four ways run it
 (MirroredStrategy, Horovod, PyTorch DDP, Keras 3 on JAX), and each way's **bound**
-(:func:`course_lib.runner.bound.run_bound`) runs its one-worker script as N copies, each on a rank's core and
+(:func:`course_lib.runner.multiworker.run_bound`) runs its one-worker script as N copies, each on a rank's core and
 shard, never communicating: ``torch_fmnist.py`` for DDP, ``keras3_fmnist.py`` for Keras 3 on JAX, and for both
 TensorFlow ways ``horovod_fmnist.py`` without ``horovodrun`` (the very tf_keras per-worker step a Horovod rank
 runs, pinned to one core with one thread by the course's placement; a MirroredStrategy replica runs the same
@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from course_lib.lessons.common.paired_runs import round_order
 from course_lib.runner import launch as launcher
-from course_lib.runner.bound import run_bound
+from course_lib.runner.multiworker import run_bound
 from course_lib.runner.torchrun import run_torchrun
 
 __all__ = ["Launch", "WAYS", "BOUNDS", "BOUND_OF", "job_args", "launches", "launch", "run_rounds", "by_way"]
@@ -40,7 +40,7 @@ class Launch:
     Attributes:
         name: As printed (``"PyTorch DDP"``, ``"torch bound"``).
         launcher: ``"python"`` (one process holding every worker's cores), ``"horovod"``, ``"torchrun"`` or
-            ``"bound"`` (:func:`course_lib.runner.bound.run_bound`).
+            ``"bound"`` (:func:`course_lib.runner.multiworker.run_bound`).
         script: The script in ``source_code/``.
         args: Its arguments before the job's (``--devices N``); ``{workers}`` is replaced by the worker count.
         frameworks_venv: Runs from ``.venv-07`` (PyTorch, JAX) instead of the course's ``.venv``.
