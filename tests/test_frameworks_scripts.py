@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from course_lib.lessons.common.coverage import check_coverage
-from course_lib.lessons.frameworks import frameworks, job
+from course_lib.lessons.frameworks import ddp_knobs, frameworks, job
 from course_lib.runner import launch
 from course_lib.runner.runlog import RunResult
 from course_lib.training.fmnist_files import DataCorruptError
@@ -181,14 +181,14 @@ def test_identical_weights_flips():
 
 
 def test_the_concept_map_verdicts_flip():
-    assert "one message" in frameworks.bucket_verdict(16, 48, 16) and "more, smaller" in \
-        frameworks.bucket_verdict(16, 48, 16)
-    assert "no more messages" in frameworks.bucket_verdict(16, 16, 16)
-    assert frameworks.no_sync_verdict(16, 8, 16, 2).endswith("True")
-    assert frameworks.no_sync_verdict(16, 16, 16, 2).endswith("False")
-    even = frameworks.zero_verdict({0: 100, 1: 100}, {0: 50, 1: 50})
+    assert "one message" in ddp_knobs.bucket_verdict(16, 48, 16) and "more, smaller" in \
+        ddp_knobs.bucket_verdict(16, 48, 16)
+    assert "no more messages" in ddp_knobs.bucket_verdict(16, 16, 16)
+    assert ddp_knobs.no_sync_verdict(16, 8, 16, 2).endswith("True")
+    assert ddp_knobs.no_sync_verdict(16, 16, 16, 2).endswith("False")
+    even = ddp_knobs.zero_verdict({0: 100, 1: 100}, {0: 50, 1: 50})
     assert even[0].endswith("True") and "less than a DDP rank: True" in even[1]
-    lost = frameworks.zero_verdict({0: 100, 1: 100}, {0: 100, 1: 40})
+    lost = ddp_knobs.zero_verdict({0: 100, 1: 100}, {0: 100, 1: 40})
     assert lost[0].endswith("False") and "less than a DDP rank: False" in lost[1]
 
 

@@ -9,9 +9,8 @@ every replica (its ``digest`` events) and every training image exactly once
 (:func:`course_lib.lessons.common.paired_runs.launch_ratio`), printed by the course's one format
 (:func:`course_lib.lessons.common.efficiency.efficiency_line`), with the bound's images/s.
 :func:`resolution_line` says when the notebook's rounds cannot resolve an efficiency to the asked precision and
-how many rounds would (``make bench``). The concept map's verdicts are decided here from counts the DDP script
-reports (all-reduce calls per epoch from its gradient hook, optimizer-state bytes per rank), so each sentence a
-cell prints comes from the function that decides it.
+how many rounds would (``make bench``). The concept map's verdicts (DDP's knobs) are
+:mod:`course_lib.lessons.frameworks.ddp_knobs`'s.
 
 Introduced in notebooks/07_frameworks.ipynb.
 """
@@ -31,8 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
 
 __all__ = ["replica_digests", "identical_weights", "timed_window", "job_row", "rows_table", "JOB_FIELDS", "same_job",
-           "efficiency_rows", "rounds_needed", "resolution_line", "plot_rows", "step_split_line", "allreduce_calls",
-           "bucket_verdict", "no_sync_verdict", "state_bytes", "zero_verdict", "summary"]
+           "efficiency_rows", "rounds_needed", "resolution_line", "plot_rows", "step_split_line", "summary"]
 
 #: The fields that make the rows one job: each must be the same in every row.
 JOB_FIELDS = ("lr", "per-worker batch", "images", "steps per epoch", "timed window")
@@ -245,57 +243,6 @@ def step_split_line(run: Any, step_ms: float, *, name: str = "Keras 3 on JAX, on
     return (f"{name}: compiling the train step took {split['compile_ms']:.0f} ms, once; then a step (mean of "
             f"{split['steps']}) = dispatch {split['dispatch_ms']:.1f} ms + kernels {split['kernel_ms']:.0f} ms: "
             f"kernels ≈{split['kernel_ms'] / total:.0%} of it; fit's step in the same launch: {step_ms:.0f} ms")
-
-
-def allreduce_calls(run: Any) -> list[int]:
-    """All-reduce calls per epoch that rank 0's gradient hook counted (``ddp_fmnist.py``'s ``epoch`` events)."""
-    return [int(e["allreduce_calls"]) for e in run.epochs]
-
-
-def bucket_verdict(calls_default: int, calls_small: int, steps: int) -> str:
-    """What ``bucket_cap_mb`` did to one epoch's all-reduce calls (the counts of two runs of ``steps`` steps).
-
-    Returns:
-        A sentence: with the default buckets the whole gradient goes in ONE all-reduce per step (or in k), and
-        smaller buckets cut it into more, smaller messages (or did not).
-    """
-    per_step, small_per_step = calls_default / steps, calls_small / steps
-    first = (f"default buckets (25 MB): {per_step:g} all-reduce call(s) per step"
-             + (": the whole gradient in one message" if per_step == 1 else ""))
-    second = (f"bucket_cap_mb=1: {small_per_step:g} per step, the same bytes in more, smaller messages "
-              f"(Horovod's fusion threshold, smaller)" if calls_small > calls_default
-              else f"bucket_cap_mb=1: {small_per_step:g} per step, no more messages than the default")
-    return f"{first}; {second}"
-
-
-def no_sync_verdict(calls_every: int, calls_no_sync: int, steps: int, passes: int) -> str:
-    """Whether ``no_sync`` over ``passes`` backward passes cut the all-reduce calls by that factor (per epoch)."""
-    expected = -(-steps // passes) * (calls_every // steps)
-    return (f"no_sync over {passes} backward passes: {calls_no_sync} all-reduce calls in an epoch instead of "
-            f"{calls_every}; one per {passes} passes as Horovod's backward_passes_per_step={passes}: "
-            f"{calls_no_sync == expected}")
-
-
-def state_bytes(run: Any) -> dict[int, int]:
-    """Optimizer-state bytes per rank (``ddp_fmnist.py``'s ``state`` events)."""
-    found = {int(rank): int(e["optimizer_state_bytes"]) for rank, e in run.events if e.get("event") == "state"}
-    return dict(sorted(found.items()))  # rank order, whichever rank's line came first
-
-
-def zero_verdict(ddp: Mapping[int, int], zero: Mapping[int, int]) -> list[str]:
-    """ZeRO's optimizer-state bytes per rank against DDP's, at the same number of ranks.
-
-    Returns:
-        Two sentences: whether the ranks' ZeRO shares add up to one DDP copy (nothing lost, nothing kept twice),
-        and whether every rank holds less than a DDP rank, with the largest share's fraction (uneven when one
-        parameter tensor is most of the model: ZeroRedundancyOptimizer hands out whole tensors).
-    """
-    copy = max(ddp.values())
-    largest = max(zero.values())
-    return [f"ZeRO's shares over {len(zero)} ranks add up to one DDP copy ({copy:,} bytes): "
-            f"{sum(zero.values()) == copy}",
-            f"every ZeRO rank holds less than a DDP rank: {largest < copy} (the largest share is "
-            f"{largest / copy:.0%} of a copy; an even split would be {1 / len(zero):.0%})"]
 
 
 def summary(rows: "pandas.DataFrame", *, extra: Sequence[str] = ()) -> list[str]:
