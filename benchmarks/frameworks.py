@@ -27,10 +27,9 @@ __all__ = ["ROUNDS", "TRAIN_SUBSET", "EPOCHS", "frameworks_section"]
 
 REPO = Path(__file__).resolve().parents[1]
 
-#: Rounds, declared before the run. A PLACEHOLDER, not yet backed by a pilot of this job: notebook 07's two pilots
-#: (3 rounds of 1 024 images on a loaded shared 2-core VM, 2026-12-02) asked for 4-146 rounds at ±0.05
-#: (instructor/notes/07_frameworks.md). Pilot on the benchmark machine with ``frameworks_section(rounds=3)``, set
-#: this to the largest ``rounds_needed`` it prints, and commit it before the headline run, never after.
+#: Rounds, declared before the run, from a quiet pilot of this job (2026-12-02 09:29Z, Intel Xeon 2-core VM, 3 rounds,
+#: 297 s: results/2026-12-02-vm-section1f-pilot.md): the largest ``rounds_needed`` for ±0.05 was 10 (Horovod; the
+#: others 4, 4 and resolved in 3), so 12 rounds with a margin. Pilot again on another machine before its headline run.
 ROUNDS = 12
 #: Training images per launch (all workers together) and epochs per launch (the first the warm-up): 4x the
 #: notebook's images, so an epoch is 32 steps per worker and one slow step moves it less.
