@@ -10,8 +10,10 @@ from __future__ import annotations
 import math
 from typing import Mapping, Sequence
 
+from course_lib.lessons.common.efficiency import efficiency_line
+from course_lib.lessons.common.paired_runs import Paired
 from course_lib.training.events import json_safe
-from course_lib.training.stats import mean_ci95
+from course_lib.training.stats import ci_verdict, mean_ci95
 
 from benchmarks.stats import (MET, NOT_MET, Row, efficiency, goal_verdict, median, overhead_pct,
                               paired_ratios, render_table, summarize)
@@ -120,9 +122,6 @@ def bound_row(section: str, label: str, top: Sequence[float], bound: Sequence[fl
 
 def headline_line(name: str, top: Sequence[float], bound: Sequence[float]) -> str:
     """The headline in the course's one format of an efficiency (course_lib.lessons.common.efficiency)."""
-    from course_lib.lessons.common.efficiency import efficiency_line
-    from course_lib.lessons.common.paired_runs import Paired
-
     ratios = [r for r in paired_ratios(top, bound) if math.isfinite(r)]
     mean, half = mean_ci95(ratios) if ratios else (math.nan, math.nan)
     return efficiency_line(name, Paired(mean, half, len(ratios), "rounds"))
@@ -372,8 +371,6 @@ def frameworks_rows(result: Mapping) -> list[Row]:
 def versus_row(section: str, label: str, top: Sequence[float], bottom: Sequence[float]) -> Row:
     """``top / bottom`` round by round as a factor: the mean, its 95 % interval, and in the note which is faster
     (or "cannot tell" when the interval holds 1)."""
-    from course_lib.training.stats import ci_verdict
-
     ratios = [r for r in paired_ratios(top, bottom) if math.isfinite(r)]
     if not ratios:
         return Row(section, label, math.nan, None, "x", 0, digits=3)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import math
 import os
 import shutil
@@ -260,7 +261,6 @@ def run_variant(variant: Variant, data_path: Path, timeout_s: float) -> rounds.M
     PACE.append({"variant": variant.name, "speed_probe_s": machine.speed_probe(rounds=1)})  # the pace before it
     try:
         if variant.launcher == "bound":
-            from course_lib.lessons.common.paired_runs import timed_rates  # noqa: F401  (the copies' events)
             from course_lib.runner.multiworker import run_bound
             from course_lib.training.machine.capacity import plan_workers
 
@@ -387,7 +387,6 @@ def runs_of_the_day(out: Path, date: str, stem: str) -> list[str]:
         if path.stem == stem:
             continue
         try:
-            import json
             line = (json.loads(path.read_text(encoding="utf-8")).get("headline") or {}).get("line")
         except (OSError, ValueError):
             continue

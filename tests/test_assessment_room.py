@@ -23,6 +23,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from tests import traversal
+
 ROOT = Path(__file__).resolve().parents[1]
 VENV = Path(os.environ.get("COURSE_VENV", ROOT / ".venv"))
 LEARNERS = {"ana": {"q1": "6", "q2": "'gloo'"}, "ben": {"q1": "6", "q2": "'mpi'"}}
@@ -65,17 +67,6 @@ def _blocks() -> list[str]:
     return re.findall(r"```bash\n(.*?)```", text, re.S)
 
 
-def _open_for_traversal(paths: list[Path]) -> dict[Path, int]:
-    opened: dict[Path, int] = {}
-    for needed in paths:
-        for folder in reversed(needed.resolve().parents):
-            mode = os.stat(folder).st_mode & 0o7777
-            if not mode & 0o001 and folder not in opened:
-                opened[folder] = mode
-                os.chmod(folder, mode | 0o001)
-    return opened
-
-
 @pytest.fixture
 def learners():
     if os.geteuid() != 0:
@@ -110,7 +101,7 @@ def test_the_readme_cycle_with_two_learners(learners: dict[str, str], tmp_path: 
         assert done.returncode == 0, f"block {index}:\n{blocks[index]}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
 
     python = Path(os.path.realpath(Path(nbgrader.read_text().splitlines()[0][2:].strip())))  # its shebang
-    opened = _open_for_traversal([nbgrader, python, exchange / "dl-course"])
+    opened = traversal.open_for_traversal([nbgrader, python, exchange / "dl-course"])
     try:
         run_block(0)  # the gradebook, generate, release
         assert stat.S_IMODE(os.stat(course / "assessment" / "gradebook.db").st_mode) == 0o600
@@ -135,8 +126,7 @@ def test_the_readme_cycle_with_two_learners(learners: dict[str, str], tmp_path: 
         run_block(1)  # collect, autograde
         run_block(2)  # feedback, export
     finally:
-        for folder, mode in opened.items():
-            os.chmod(folder, mode)
+        traversal.restore(opened)
     assessment = course / "assessment"
     with open(assessment / "grades.csv") as handle:
         scores = {row["student_id"]: float(row["score"]) for row in csv.DictReader(handle)}

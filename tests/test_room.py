@@ -32,6 +32,8 @@ import psutil
 import pytest
 import requests
 
+from tests import traversal
+
 ROOT = Path(__file__).resolve().parents[1]
 VENV = Path(os.environ.get("COURSE_VENV", ROOT / ".venv"))
 CONFIG = ROOT / "classroom" / "jupyterhub_config.py"
@@ -84,20 +86,13 @@ def _open_for_traversal() -> dict[Path, int]:
     /root (mode 0700), so the test grants what the remedy says for its own duration and restores the exact
     modes as soon as the room is stopped (also when the test fails).
     """
-    opened: dict[Path, int] = {}
-    for needed in (VENV / "bin" / "python", VENV / "bin" / "jupyterhub-singleuser", ROOT / "course_lib"):
-        for folder in reversed(needed.resolve().parents):
-            mode = os.stat(folder).st_mode & 0o7777
-            if not mode & 0o001 and folder not in opened:
-                opened[folder] = mode
-                os.chmod(folder, mode | 0o001)
-    return opened
+    return traversal.open_for_traversal((VENV / "bin" / "python", VENV / "bin" / "jupyterhub-singleuser",
+                                         ROOT / "course_lib"))
 
 
 def _restore_modes(opened: dict[Path, int]):
     def restore() -> None:
-        for folder, mode in opened.items():
-            os.chmod(folder, mode)
+        traversal.restore(opened)
     return restore
 
 

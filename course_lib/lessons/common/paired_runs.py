@@ -126,8 +126,7 @@ def launch_ratio(rounds: Sequence[tuple[Any, Any]], unit: str = "rounds") -> Pai
     """``numerator / denominator`` launch by launch: one ratio per round, of the two launches' images/s.
 
     Args:
-        rounds: One ``(numerator launch, denominator launch)`` per round (``RunResult``s, or ``(RunResult,
-            label)`` for the named epochs of one run).
+        rounds: One ``(numerator launch, denominator launch)`` per round (``RunResult``s).
         unit: What a pair is, as printed (``"rounds"``).
 
     Returns:
@@ -142,17 +141,14 @@ def launch_ratio(rounds: Sequence[tuple[Any, Any]], unit: str = "rounds") -> Pai
     seen: list[set[int]] = [set(), set()]
     ratios = []
     for numerator, denominator in rounds:
-        runs = [side[0] if isinstance(side, tuple) else side for side in (numerator, denominator)]
-        if runs[0] is runs[1]:
+        if numerator is denominator:
             raise ValueError("a launch cannot be paired with itself: pair launches of two variants in one round")
-        for side, one in zip(seen, runs):
+        for side, one in zip(seen, (numerator, denominator)):
             if id(one) in side:
                 raise ValueError("the same launch appears in two rounds: each round pairs launches of its own "
                                  "(its epochs are not independent samples)")
             side.add(id(one))
-        rates = [launch_rate(*side) if isinstance(side, tuple) else launch_rate(side)
-                 for side in (numerator, denominator)]
-        ratios.append(rates[0] / rates[1])
+        ratios.append(launch_rate(numerator) / launch_rate(denominator))
     mean, half = mean_ci95(ratios)
     return Paired(mean, half, len(ratios), unit)
 
